@@ -1,0 +1,167 @@
+"""The configuration file: LiteLLM's `model_list` plus the gateway's own sections.
+
+`model_list` and `router_settings` are taken exactly as LiteLLM writes them, so an
+existing LiteLLM proxy config loads unchanged; other LiteLLM sections are accepted and
+ignored with a log line. The gateway's own sections (`server`, `store`, `pcp`) are
+validated strictly: a typo fails at start with a message naming the key.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from gateway.errors import ConfigError
+
+__all__ = [
+    "GatewayConfig",
+    "ModelEntry",
+    "ServerSettings",
+    "StoreSettings",
+    "PcpSettings",
+    "load_config",
+    "parse_config",
+]
+
+log = logging.getLogger("gateway.config")
+
+ENV_PREFIX = "os.environ/"
+OWN_SECTIONS = ("model_list", "router_settings", "server", "store", "pcp")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelEntry(BaseModel):
+    """One deployment, in LiteLLM's format. `litellm_params` goes to litellm as is."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    model_name: str = Field(min_length=1)
+    litellm_params: dict[str, Any]
+    model_info: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("litellm_params")
+    @classmethod
+    def _needs_model(cls, value: dict[str, Any]) -> dict[str, Any]:
+        model = value.get("model")
+        if not isinstance(model, str) or not model:
+            raise ValueError("litellm_params.model is required (e.g. openai/gpt-4o-mini)")
+        return value
+
+
+class ServerSettings(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(default=4000, ge=0, le=65535)
+    max_body_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
+
+
+class StoreSettings(_Strict):
+    redis_url: str | None = None
+    cluster: bool = False
+    data_dir: Path = Path("./data")
+    key_prefix: str = Field(default="pcp", min_length=1)
+
+
+class PcpSettings(_Strict):
+    enabled: bool = True
+    budget_tokens: int = Field(default=4000, gt=0)
+    recent_turns: int = Field(default=2, ge=0)
+    max_rounds: int = Field(default=4, ge=1)
+    trace_limit: int = Field(default=20, ge=0)
+    lock_timeout_ms: int = Field(default=10_000, gt=0)
+
+
+class GatewayConfig(_Strict):
+    model_list: tuple[ModelEntry, ...] = Field(min_length=1)
+    router_settings: dict[str, Any] = Field(default_factory=dict)
+    server: ServerSettings = ServerSettings()
+    store: StoreSettings = StoreSettings()
+    pcp: PcpSettings = PcpSettings()
+    source: Path | None = None
+
+    @property
+    def model_names(self) -> tuple[str, ...]:
+        """Distinct `model_name`s in config order (several deployments may share one)."""
+        return tuple(dict.fromkeys(entry.model_name for entry in self.model_list))
+
+    def entries_for(self, model_name: str) -> tuple[ModelEntry, ...]:
+        return tuple(e for e in self.model_list if e.model_name == model_name)
+
+
+def _resolve_env(value: Any, where: str, environ: Mapping[str, str]) -> Any:
+    """Replace `os.environ/NAME` strings, as LiteLLM does; a missing variable is None."""
+    if isinstance(value, str) and value.startswith(ENV_PREFIX):
+        name = value[len(ENV_PREFIX) :]
+        if name not in environ:
+            log.warning("%s refers to environment variable %s, which is not set", where, name)
+            return None
+        return environ[name]
+    if isinstance(value, dict):
+        return {k: _resolve_env(v, f"{where}.{k}", environ) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_resolve_env(v, f"{where}[{i}]", environ) for i, v in enumerate(value)]
+    return value
+
+
+def _key_path(loc: tuple[int | str, ...], raw: Mapping[str, Any]) -> str:
+    """Render a pydantic error location as the key path a user sees in the YAML."""
+    parts: list[str] = []
+    node: Any = raw
+    for item in loc:
+        if isinstance(item, int):
+            name = node[item].get("model_name") if isinstance(node, list) and item < len(node) and isinstance(node[item], dict) else None
+            parts.append(f"[{item}]" + (f" ({name})" if name else ""))
+            node = node[item] if isinstance(node, list) and item < len(node) else None
+        else:
+            parts.append(("." if parts else "") + item)
+            node = node.get(item) if isinstance(node, dict) else None
+    return "".join(parts)
+
+
+def parse_config(
+    raw: Any, *, source: Path | None = None, environ: Mapping[str, str] = os.environ
+) -> GatewayConfig:
+    """Validate a parsed YAML document; raise ConfigError naming the bad key."""
+    where = str(source) if source else "config"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: the top level must be a mapping with a model_list")
+    for key in raw:
+        if key not in OWN_SECTIONS:
+            log.info("%s: section %r is not used by the gateway; ignored", where, key)
+    own = {k: v for k, v in raw.items() if k in OWN_SECTIONS}
+    if "model_list" in own and isinstance(own["model_list"], list):
+        own["model_list"] = [
+            _resolve_env(entry, f"model_list[{i}]", environ) if isinstance(entry, dict) else entry
+            for i, entry in enumerate(own["model_list"])
+        ]
+    if "router_settings" in own and own["router_settings"] is None:
+        own["router_settings"] = {}
+    try:
+        config = GatewayConfig.model_validate({**own, "source": source})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = _key_path(tuple(first["loc"]), own) or "(top level)"
+        raise ConfigError(f"{where}: {key}: {first['msg']}") from exc
+    return config
+
+
+def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] = os.environ) -> GatewayConfig:
+    """Read and validate a config file."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from exc
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{file}: not valid YAML: {exc}") from exc
+    return parse_config(raw, source=file, environ=environ)

@@ -1,0 +1,106 @@
+"""Loading config files: LiteLLM's format, our sections, and errors that name the key."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gateway.config import ConfigError, load_config, parse_config
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = {"model_name": "m", "litellm_params": {"model": "openai/m"}}
+
+
+def test_the_shipped_config_loads() -> None:
+    config = load_config(ROOT / "config.yaml", environ={"OPENAI_API_KEY": "sk-x"})
+    assert "gpt-4o-mini" in config.model_names
+    assert config.model_list[0].litellm_params["api_key"] == "sk-x"
+    assert config.server.port == 4000 and config.store.redis_url is None
+
+
+def test_a_litellm_proxy_config_loads_and_ignores_foreign_sections(caplog: pytest.LogCaptureFixture) -> None:
+    raw = {
+        "model_list": [
+            {"model_name": "gpt-4o", "litellm_params": {"model": "azure/gpt-4o", "api_base": "os.environ/AZURE_API_BASE", "rpm": 60}, "model_info": {"id": "x", "max_input_tokens": 128000}},
+            {"model_name": "gpt-4o", "litellm_params": {"model": "openai/gpt-4o"}},
+        ],
+        "litellm_settings": {"drop_params": True, "success_callback": ["langfuse"]},
+        "general_settings": {"master_key": "sk-1234"},
+        "router_settings": {"routing_strategy": "simple-shuffle", "num_retries": 3},
+        "environment_variables": {"X": "y"},
+    }
+    with caplog.at_level("INFO", logger="gateway.config"):
+        config = parse_config(raw, environ={"AZURE_API_BASE": "https://example.invalid"})
+    assert config.model_names == ("gpt-4o",)
+    assert len(config.entries_for("gpt-4o")) == 2
+    assert config.model_list[0].litellm_params["api_base"] == "https://example.invalid"
+    assert config.router_settings["num_retries"] == 3
+    ignored = " ".join(r.getMessage() for r in caplog.records)
+    for section in ("litellm_settings", "general_settings", "environment_variables"):
+        assert section in ignored
+
+
+def test_a_missing_environment_variable_becomes_none_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    raw = {"model_list": [{"model_name": "m", "litellm_params": {"model": "openai/m", "api_key": "os.environ/NOPE_KEY"}}]}
+    config = parse_config(raw, environ={})
+    assert config.model_list[0].litellm_params["api_key"] is None
+    assert "NOPE_KEY" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("raw", "named"),
+    [
+        ({}, "model_list"),
+        ({"model_list": []}, "model_list"),
+        ({"model_list": [{"model_name": "m", "litellm_params": {}}]}, "model_list[0] (m).litellm_params"),
+        ({"model_list": [{"litellm_params": {"model": "x"}}]}, "model_list[0].model_name"),
+        ({"model_list": [MODEL], "pcp": {"budget_tokns": 10}}, "pcp.budget_tokns"),
+        ({"model_list": [MODEL], "pcp": {"budget_tokens": -1}}, "pcp.budget_tokens"),
+        ({"model_list": [MODEL], "server": {"port": "http"}}, "server.port"),
+        ({"model_list": [MODEL], "store": {"data_dir": 5, "redis": "x"}}, "store."),
+        ([1, 2], "top level"),
+    ],
+)
+def test_a_bad_config_names_the_key(raw: object, named: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(raw, environ={})
+    assert named in str(caught.value)
+
+
+def test_unreadable_and_invalid_yaml_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model_list: [\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+
+
+def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gateway", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def test_check_config_accepts_the_shipped_config() -> None:
+    result = _cli("check-config", "--config", str(ROOT / "config.yaml"))
+    assert result.returncode == 0, result.stderr
+    assert "gpt-4o-mini -> openai/gpt-4o-mini" in result.stdout
+
+
+def test_check_config_rejects_a_bad_key_and_bad_router_settings(tmp_path: Path) -> None:
+    bad = tmp_path / "c.yaml"
+    bad.write_text("model_list:\n  - model_name: m\n    litellm_params: {model: openai/m}\npcp:\n  budgettokens: 3\n")
+    result = _cli("check-config", "--config", str(bad))
+    assert result.returncode == 2 and "pcp.budgettokens" in result.stderr
+    bad.write_text("model_list:\n  - model_name: m\n    litellm_params: {model: openai/m}\nrouter_settings:\n  no_such_router_option: 1\n")
+    result = _cli("check-config", "--config", str(bad))
+    assert result.returncode == 2 and "router_settings" in result.stderr and "no_such_router_option" in result.stderr
+
+
+def test_serve_with_a_bad_config_fails_at_start(tmp_path: Path) -> None:
+    bad = tmp_path / "c.yaml"
+    bad.write_text("model_list: []\n")
+    result = _cli("serve", "--config", str(bad), "--port", "1")
+    assert result.returncode == 2 and "model_list" in result.stderr
