@@ -1,0 +1,1 @@
+"""IO adapters: the Redis store, the embedded Redis server and the upstream model client."""

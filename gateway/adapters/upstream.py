@@ -1,0 +1,168 @@
+"""The upstream model client: every call goes through a litellm `Router`.
+
+This module is the only place that imports litellm. Requests and responses cross it
+as OpenAI wire-format dicts; litellm's exceptions are translated here, once, into the
+gateway's error tree.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Protocol
+
+import litellm
+from litellm import Router
+from litellm.types.router import RouterRateLimitError
+
+from gateway.config import GatewayConfig
+from gateway.errors import (
+    ContextLengthExceeded,
+    GatewayError,
+    UpstreamAuthError,
+    UpstreamBadRequest,
+    UpstreamError,
+    UpstreamPermissionDenied,
+    UpstreamRateLimited,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
+
+__all__ = ["Upstream", "LiteLLMUpstream", "translate_error", "build_router"]
+
+log = logging.getLogger("gateway.upstream")
+
+litellm.telemetry = False
+litellm.suppress_debug_info = True
+
+
+class Upstream(Protocol):
+    """What the gateway needs from a model provider."""
+
+    async def complete(self, model: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """One non-streamed chat completion, as an OpenAI `chat.completion` dict."""
+        ...
+
+    def stream(self, model: str, params: Mapping[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        """A streamed chat completion, as OpenAI `chat.completion.chunk` dicts."""
+        ...
+
+    def context_window(self, model: str) -> int | None:
+        """The model's input window in tokens, when known."""
+        ...
+
+
+def _status_of(exc: BaseException) -> int | None:
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def _retry_after(exc: BaseException) -> dict[str, str]:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is not None:
+        value = headers.get("retry-after")
+        if value:
+            return {"retry-after": str(value)}
+    return {}
+
+
+def translate_error(exc: BaseException) -> GatewayError:
+    """Map a litellm/provider exception to the gateway error the client should see.
+
+    The upstream's HTTP status decides first (litellm's exception classes do not always
+    match it: a 401 can arrive as a BadRequestError); the class decides when there is
+    no status, as for timeouts and connection failures.
+    """
+    if isinstance(exc, GatewayError):
+        return exc
+    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    lowered = message.lower()
+    if isinstance(exc, litellm.ContextWindowExceededError) or "context_length_exceeded" in message or "context length" in lowered:
+        return ContextLengthExceeded(f"upstream: {message}")
+    if "missing credentials" in lowered or "api_key client option must be set" in lowered:
+        return UpstreamAuthError(f"no credentials for the upstream: {message}")
+    if isinstance(exc, litellm.Timeout):
+        return UpstreamTimeout(f"upstream timed out: {message}")
+    if isinstance(exc, RouterRateLimitError):
+        return UpstreamRateLimited(f"upstream rate limit: {message}", headers=_retry_after(exc))
+    status = _status_of(exc)
+    if status == 401 or (status is None and isinstance(exc, litellm.AuthenticationError)):
+        return UpstreamAuthError(f"upstream rejected the credentials: {message}")
+    if status == 403 or (status is None and isinstance(exc, litellm.PermissionDeniedError)):
+        return UpstreamPermissionDenied(f"upstream denied access: {message}")
+    if status == 429 or (status is None and isinstance(exc, litellm.RateLimitError)):
+        return UpstreamRateLimited(f"upstream rate limit: {message}", headers=_retry_after(exc))
+    if status in (408, 504):
+        return UpstreamTimeout(f"upstream timed out: {message}")
+    if status == 404:
+        return UpstreamUnavailable(f"upstream does not know the configured model: {message}")
+    if status is not None and 400 <= status < 500:
+        return UpstreamBadRequest(f"upstream rejected the request: {message}")
+    if status is None and isinstance(exc, (litellm.BadRequestError, litellm.UnprocessableEntityError, litellm.UnsupportedParamsError)):
+        return UpstreamBadRequest(f"upstream rejected the request: {message}")
+    return UpstreamUnavailable(f"upstream failed: {message}")
+
+
+def build_router(config: GatewayConfig) -> Router:
+    model_list = [
+        {"model_name": e.model_name, "litellm_params": dict(e.litellm_params), "model_info": dict(e.model_info)}
+        for e in config.model_list
+    ]
+    return Router(model_list=model_list, **config.router_settings)
+
+
+def _as_dict(obj: Any) -> dict[str, Any]:
+    if isinstance(obj, dict):
+        return obj
+    dumped: dict[str, Any] = obj.model_dump(exclude_none=True)
+    return dumped
+
+
+class LiteLLMUpstream:
+    """`Upstream` over a litellm Router built from the config's model_list."""
+
+    def __init__(self, config: GatewayConfig, router: Router | None = None) -> None:
+        self._config = config
+        self._router = router if router is not None else build_router(config)
+
+    async def complete(self, model: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        try:
+            response = await self._router.acompletion(model=model, **_without_stream(params))
+        except Exception as exc:
+            raise translate_error(exc) from exc
+        return _as_dict(response)
+
+    async def stream(self, model: str, params: Mapping[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        try:
+            response = await self._router.acompletion(model=model, stream=True, **_without_stream(params))
+            async for chunk in response:
+                yield _as_dict(chunk)
+        except GeneratorExit:
+            raise
+        except Exception as exc:
+            raise translate_error(exc) from exc
+
+    def context_window(self, model: str) -> int | None:
+        windows: list[int] = []
+        for entry in self._config.entries_for(model):
+            info = entry.model_info
+            value = info.get("max_input_tokens") or info.get("max_tokens")
+            if value is None:
+                try:
+                    known = litellm.get_model_info(str(entry.litellm_params["model"]))
+                    value = known.get("max_input_tokens") or known.get("max_tokens")
+                except Exception:  # litellm raises a bare Exception for unmapped models
+                    value = None
+            if isinstance(value, int) and value > 0:
+                windows.append(value)
+        return min(windows) if windows else None
+
+
+def _without_stream(params: Mapping[str, Any]) -> dict[str, Any]:
+    kwargs = {k: v for k, v in params.items() if k not in ("stream", "model")}
+    if "user" in kwargs:
+        # litellm silently drops `user` for models outside OpenAI's catalog (any
+        # openai-compatible server); a client that sends it expects it to arrive.
+        kwargs["allowed_openai_params"] = [*kwargs.get("allowed_openai_params", ()), "user"]
+    return kwargs

@@ -1,0 +1,1 @@
+"""The HTTP edge: OpenAI-compatible routes, request validation and error responses."""

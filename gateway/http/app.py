@@ -1,0 +1,145 @@
+"""The Starlette application: routes, body limits, and the one place errors become responses."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Collection
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from gateway.errors import GatewayError, InvalidRequest, PayloadTooLarge
+from gateway.http.validation import parse_chat_request
+from gateway.service.chat import KEEPALIVE, ChatService, StreamItem
+
+__all__ = ["create_app", "AppState"]
+
+log = logging.getLogger("gateway.http")
+
+
+class AppState:
+    """What the routes need; filled by the composition root's lifespan."""
+
+    def __init__(self, *, models: Collection[str], max_body_bytes: int) -> None:
+        self.models = tuple(models)
+        self.max_body_bytes = max_body_bytes
+        self.chat: ChatService | None = None
+        self.ping: Callable[[], Any] | None = None
+
+
+def _error_response(error: GatewayError) -> JSONResponse:
+    return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"the request body is larger than the limit of {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"the request body is larger than the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _sse(data: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
+
+
+async def _sse_body(first: StreamItem, items: AsyncIterator[StreamItem]) -> AsyncIterator[bytes]:
+    """Encode chunks as SSE; a failure after the first byte ends with an error event."""
+    item: StreamItem | None = first
+    try:
+        while True:
+            if item is KEEPALIVE:
+                yield b": keep-alive\n\n"
+            elif isinstance(item, dict):
+                yield _sse(item)
+            try:
+                item = await items.__anext__()
+            except StopAsyncIteration:
+                break
+        yield b"data: [DONE]\n\n"
+    except GatewayError as exc:
+        log.warning("stream failed mid-way: %s", exc.message)
+        yield _sse(exc.body())
+    except Exception:
+        log.exception("stream failed mid-way")
+        yield _sse(GatewayError("the gateway failed while streaming").body())
+    finally:
+        await items.aclose() if hasattr(items, "aclose") else None
+
+
+def create_app(
+    state: AppState, lifespan: Callable[[Starlette], AbstractAsyncContextManager[None]] | None = None
+) -> Starlette:
+    """The ASGI app; `lifespan` builds the services into `state`."""
+
+    async def chat_completions(request: Request) -> Response:
+        assert state.chat is not None
+        body = await _read_body(request, state.max_body_bytes)
+        chat_request = parse_chat_request(body, state.models)
+        started = time.perf_counter()
+        if not chat_request.stream:
+            completion = await state.chat.complete(chat_request)
+            log.info("chat %s %.0f ms", chat_request.model, (time.perf_counter() - started) * 1000)
+            return JSONResponse(completion.body, headers=completion.headers)
+        stream = state.chat.stream(chat_request)
+        try:
+            first = await stream.items.__anext__()  # errors before the first byte keep their status
+        except StopAsyncIteration:
+            first = None
+        body_iter = _sse_body(first, stream.items) if first is not None else _done_only()
+        headers = {"cache-control": "no-cache", "x-accel-buffering": "no", **stream.headers}
+        return StreamingResponse(body_iter, media_type="text/event-stream", headers=headers)
+
+    async def list_models(request: Request) -> Response:
+        data = [{"id": name, "object": "model", "created": 0, "owned_by": "pcp-gateway"} for name in state.models]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def healthz(request: Request) -> Response:
+        ok = bool(state.ping is not None and await state.ping())
+        return JSONResponse({"status": "ok" if ok else "degraded", "redis": ok}, status_code=200 if ok else 503)
+
+    async def on_gateway_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, GatewayError)
+        if exc.status >= 500:
+            log.warning("%s %s -> %d %s", request.method, request.url.path, exc.status, exc.message)
+        return _error_response(exc)
+
+    async def on_http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        error = InvalidRequest(str(exc.detail), code="not_found" if exc.status_code == 404 else None)
+        error.status = exc.status_code
+        return _error_response(error)
+
+    async def on_unexpected(request: Request, exc: Exception) -> Response:
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return _error_response(GatewayError("the gateway failed unexpectedly; see its log"))
+
+    routes = [
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/models", list_models, methods=["GET"]),
+        Route("/models", list_models, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+    ]
+    return Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={GatewayError: on_gateway_error, HTTPException: on_http_error, Exception: on_unexpected},
+    )
+
+
+async def _done_only() -> AsyncIterator[bytes]:
+    yield b"data: [DONE]\n\n"

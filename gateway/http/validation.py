@@ -1,0 +1,87 @@
+"""Validation of OpenAI chat-completion requests at the edge.
+
+A request that would fail upstream for a reason the client controls is refused here
+with a 400 that names the parameter, before anything is stored or sent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection
+from typing import Any
+
+from gateway.errors import InvalidRequest, ModelNotFound
+from gateway.service.request import ChatRequest
+
+__all__ = ["parse_chat_request"]
+
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+
+def _check_message(index: int, message: Any) -> None:
+    where = f"messages[{index}]"
+    if not isinstance(message, dict):
+        raise InvalidRequest(f"{where} must be an object", param=where)
+    role = message.get("role")
+    if role not in ROLES:
+        raise InvalidRequest(
+            f"{where}.role must be one of {', '.join(sorted(ROLES))}; got {role!r}", param=f"{where}.role"
+        )
+    content = message.get("content")
+    if content is not None and not isinstance(content, (str, list)):
+        raise InvalidRequest(f"{where}.content must be a string, an array of parts or null", param=f"{where}.content")
+    if isinstance(content, list):
+        for j, part in enumerate(content):
+            if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                raise InvalidRequest(f"{where}.content[{j}] must be an object with a type", param=f"{where}.content[{j}]")
+    if role == "tool" and not isinstance(message.get("tool_call_id"), str):
+        raise InvalidRequest(f"{where}.tool_call_id is required for tool messages", param=f"{where}.tool_call_id")
+    tool_calls = message.get("tool_calls")
+    if tool_calls is not None:
+        if role != "assistant" or not isinstance(tool_calls, list):
+            raise InvalidRequest(f"{where}.tool_calls must be an array on an assistant message", param=f"{where}.tool_calls")
+        for j, call in enumerate(tool_calls):
+            function = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(call, dict) or not isinstance(call.get("id"), str) or not isinstance(function, dict) or not isinstance(function.get("name"), str):
+                raise InvalidRequest(
+                    f"{where}.tool_calls[{j}] must have an id and a function with a name",
+                    param=f"{where}.tool_calls[{j}]",
+                )
+
+
+def parse_chat_request(body: bytes, models: Collection[str]) -> ChatRequest:
+    """Parse and validate a request body; raise InvalidRequest / ModelNotFound."""
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidRequest(f"the request body is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise InvalidRequest("the request body must be a JSON object")
+    model = data.get("model")
+    if not isinstance(model, str) or not model:
+        raise InvalidRequest("you must provide a model parameter", param="model")
+    messages = data.get("messages")
+    if messages is None:
+        raise InvalidRequest("you must provide a messages parameter", param="messages")
+    if not isinstance(messages, list) or not messages:
+        raise InvalidRequest("messages must be a non-empty array", param="messages")
+    for index, message in enumerate(messages):
+        _check_message(index, message)
+    stream = data.get("stream", False)
+    if stream is None:
+        stream = False
+    if not isinstance(stream, bool):
+        raise InvalidRequest("stream must be a boolean", param="stream")
+    options = data.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise InvalidRequest("stream_options must be an object", param="stream_options")
+    tools = data.get("tools")
+    if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools)):
+        raise InvalidRequest("tools must be an array of tool objects", param="tools")
+    n = data.get("n")
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise InvalidRequest("n must be a positive integer", param="n")
+    if model not in models:
+        raise ModelNotFound(f"the model {model!r} does not exist; known models: {', '.join(models)}", param="model")
+    params = {k: v for k, v in data.items() if k not in ("model", "messages", "stream")}
+    return ChatRequest(model=model, messages=messages, stream=stream, params=params)

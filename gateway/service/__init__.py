@@ -1,0 +1,1 @@
+"""The service layer: what a chat request does, between the HTTP edge and the adapters."""

@@ -1,0 +1,27 @@
+"""The validated chat request, as the service layer sees it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ChatRequest"]
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """A validated chat-completion request; `params` holds every other client parameter."""
+
+    model: str
+    messages: list[dict[str, Any]]
+    stream: bool
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def include_usage(self) -> bool:
+        options = self.params.get("stream_options")
+        return bool(isinstance(options, dict) and options.get("include_usage"))
+
+    def upstream_params(self) -> dict[str, Any]:
+        """Everything sent upstream besides the model: messages and all client parameters."""
+        return {"messages": self.messages, **self.params}
