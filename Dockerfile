@@ -1,0 +1,22 @@
+# PCP Gateway: `pcp-gateway serve` on 0.0.0.0:4000 with the embedded Redis in /app/data.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+
+# The CPU build of torch first, so sentence-transformers never pulls the CUDA wheels.
+RUN pip install "torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu
+
+COPY pyproject.toml README.md ./
+COPY gateway ./gateway
+RUN pip install .
+
+COPY config.yaml ./config.yaml
+VOLUME ["/app/data"]
+EXPOSE 4000
+
+CMD ["pcp-gateway", "serve", "--config", "/app/config.yaml", "--host", "0.0.0.0", "--port", "4000"]
