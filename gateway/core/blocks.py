@@ -1,0 +1,159 @@
+"""Logical Blocks: the state machine that cuts an OpenAI message list into sealed blocks and the live tail.
+
+A Logical Block (seed 004 §4.1.1) is the smallest unit of meaning: a user message, the execution chain that
+followed it (assistant tool calls and their results, parallel calls included) and the final assistant reply.
+
+The parser is a two-state machine, :data:`TRANSITIONS`. Each non-system message is classified as an
+:class:`Event`; the message always joins the current block (a new one is opened from ``IDLE``), and a
+transition that ends in ``IDLE`` seals the block:
+
+* ``USER`` / ``CALL`` / ``RESULT`` open a block from ``IDLE`` or extend the open one (consecutive user
+  messages, interruptions and client tool results all stay in one block);
+* ``REPLY`` (an assistant message without tool calls) seals the block. From ``IDLE`` it forms a block of its
+  own, which covers histories that start with an assistant message. Calls still unanswered when a final reply
+  arrives are abandoned: the reply closes the block.
+
+``system`` and ``developer`` messages are the client's system prompt, not part of any block, wherever they are.
+
+Contract of :func:`split_blocks`: every input message lands in exactly one of ``system``, a sealed block or the
+tail, and within each the input order is kept. The tail is the open block (the live turn), if any.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.core.errors import IllegalTransition
+from gateway.core.messages import SYSTEM_ROLES, message_role, message_text, tool_calls_of, transcript
+
+__all__ = ["Block", "BlockState", "Event", "Segmentation", "TRANSITIONS", "classify", "next_block_state", "split_blocks"]
+
+
+class BlockState(enum.Enum):
+    IDLE = "IDLE"
+    PROCESSING = "PROCESSING"
+
+
+class Event(enum.Enum):
+    USER = "user message"
+    CALL = "assistant tool call"
+    RESULT = "tool result"
+    REPLY = "assistant reply"
+
+
+TRANSITIONS: Mapping[tuple[BlockState, Event], BlockState] = {
+    (BlockState.IDLE, Event.USER): BlockState.PROCESSING,
+    (BlockState.IDLE, Event.CALL): BlockState.PROCESSING,
+    (BlockState.IDLE, Event.RESULT): BlockState.PROCESSING,
+    (BlockState.IDLE, Event.REPLY): BlockState.IDLE,
+    (BlockState.PROCESSING, Event.USER): BlockState.PROCESSING,
+    (BlockState.PROCESSING, Event.CALL): BlockState.PROCESSING,
+    (BlockState.PROCESSING, Event.RESULT): BlockState.PROCESSING,
+    (BlockState.PROCESSING, Event.REPLY): BlockState.IDLE,
+}
+
+
+def next_block_state(state: BlockState, event: Event) -> BlockState:
+    """The state after ``event``; raises :class:`IllegalTransition` for a pair the table lacks."""
+    try:
+        return TRANSITIONS[(state, event)]
+    except KeyError:
+        raise IllegalTransition("logical block", getattr(state, "name", repr(state)), getattr(event, "name", repr(event))) from None
+
+
+def classify(role: str, message: Mapping[str, Any]) -> Event:
+    """The event a non-system message is for the block parser."""
+    if role == "user":
+        return Event.USER
+    if role in ("tool", "function"):
+        return Event.RESULT
+    return Event.CALL if tool_calls_of(message) else Event.REPLY
+
+
+@dataclass(frozen=True)
+class Block:
+    """A run of messages forming one Logical Block.
+
+    ``messages`` are the original mappings in order, ``indexes`` their positions in the input list.
+    ``anchor_text`` is the text of the block's user messages (newline-joined; empty without one).
+    ``text`` is the transcript used as page content (see :func:`gateway.core.messages.transcript`).
+    ``reply_text`` is the text of the last assistant message; ``tool_names`` the functions called, in order.
+    """
+
+    messages: tuple[Mapping[str, Any], ...]
+    indexes: tuple[int, ...]
+    anchor_text: str
+    text: str
+    reply_text: str
+    tool_names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Segmentation:
+    """The result of :func:`split_blocks`.
+
+    ``system``: the system/developer messages, in order. ``blocks``: the sealed blocks. ``tail``: the messages of
+    the open block (the live turn), in order. ``tail_start``: the input index of the first tail message, or the
+    input length when the tail is empty; system messages after it are still in ``system``, not in ``tail``.
+    ``open_calls``: ids of tool calls in the tail still waiting for their result.
+    """
+
+    system: tuple[Mapping[str, Any], ...]
+    blocks: tuple[Block, ...]
+    tail: tuple[Mapping[str, Any], ...]
+    tail_start: int
+    open_calls: tuple[str, ...] = ()
+
+
+def _build_block(items: Sequence[tuple[int, Mapping[str, Any], str]]) -> Block:
+    user_texts = [message_text(m) for _, m, _ in items if m.get("role") == "user"]
+    assistant = [m for _, m, _ in items if m.get("role") == "assistant"]
+    return Block(
+        messages=tuple(m for _, m, _ in items),
+        indexes=tuple(i for i, _, _ in items),
+        anchor_text="\n".join(user_texts),
+        text="\n".join(line for _, _, line in items),
+        reply_text=message_text(assistant[-1]) if assistant else "",
+        tool_names=tuple(call.name for m in assistant for call in tool_calls_of(m)),
+    )
+
+
+def split_blocks(messages: Sequence[Mapping[str, Any]]) -> Segmentation:
+    """Split an OpenAI message list into the system prompt, sealed Logical Blocks and the live tail.
+
+    Raises :class:`gateway.core.errors.InvalidMessage` for an entry that is not a message with a known role.
+    """
+    roles = [message_role(message, index) for index, message in enumerate(messages)]
+    call_names: dict[str, str] = {}  # only calls seen so far: a sealed block never depends on later messages
+    system: list[Mapping[str, Any]] = []
+    blocks: list[Block] = []
+    current: list[tuple[int, Mapping[str, Any], str]] = []
+    pending: dict[str, None] = {}
+    state = BlockState.IDLE
+    for index, (role, message) in enumerate(zip(roles, messages)):
+        if role in SYSTEM_ROLES:
+            system.append(message)
+            continue
+        event = classify(role, message)
+        if event is Event.CALL:
+            calls = [call for call in tool_calls_of(message) if call.id]
+            call_names.update((call.id, call.name) for call in calls)
+            pending.update((call.id, None) for call in calls)
+        elif event is Event.RESULT:
+            pending.pop(str(message.get("tool_call_id")), None)
+        current.append((index, message, transcript(message, call_names)))
+        state = next_block_state(state, event)
+        if state is BlockState.IDLE:
+            blocks.append(_build_block(current))
+            current = []
+            pending = {}
+    return Segmentation(
+        system=tuple(system),
+        blocks=tuple(blocks),
+        tail=tuple(m for _, m, _ in current),
+        tail_start=current[0][0] if current else len(messages),
+        open_calls=tuple(pending),
+    )

@@ -1,0 +1,275 @@
+"""The token budget: fit the paged part of a context into a budget by demoting nodes (PCP §V.3).
+
+Demotion order is a double decay of age and relevance. Each candidate gets
+
+    priority = (FLOOR + (1 - FLOOR) * relevance) * 0.5 ** (age / half_life)
+
+(``relevance`` in [0, 1], ``age = now - timestamp`` clamped at 0, ``FLOOR`` = 0.1 so that age still orders
+pages of zero relevance). Lowest priority is demoted first, older first on ties. The passes are, each stopping as
+soon as the total fits:
+
+1. Unpacked → Detail (only where Detail is smaller), 2. Detail / Unpacked → Summary,
+3. Summary → folded into ``<Background_Context>`` (a one-line note), 4. background note → dropped.
+
+Contract of :func:`fit_context`: the client-owned part (``fixed_tokens``: system prompt, recent turns, live turn,
+plus the XML skeleton) is never reduced. If it fits the budget, the estimated total never exceeds the budget.
+If it alone exceeds the budget, the smallest context (no pages at all) is returned with ``over_budget=True``.
+Only when it exceeds the model's context window is :class:`ContextWindowExceeded` raised.
+
+Per-page token counts are inputs (precomputed at ingestion), so :func:`fit_context` is an estimate;
+:func:`fit_rendered` checks the real rendering with a measuring callable and tightens until it fits.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from types import MappingProxyType
+
+from gateway.core.errors import ContextWindowExceeded
+from gateway.core.pages import utc
+from gateway.core.views import View
+
+__all__ = [
+    "BACKGROUND_OVERHEAD",
+    "DEFAULT_HALF_LIFE",
+    "FLOOR",
+    "NODE_OVERHEAD",
+    "Candidate",
+    "Demotion",
+    "FitResult",
+    "Level",
+    "fit_context",
+    "fit_rendered",
+    "priority",
+]
+
+DEFAULT_HALF_LIFE = timedelta(hours=24)
+FLOOR = 0.1
+NODE_OVERHEAD = 40
+BACKGROUND_OVERHEAD = 10
+
+
+class Level(enum.Enum):
+    """Where a candidate ends up, from most to least present."""
+
+    UNPACKED = "Unpacked"
+    DETAIL = "Detail"
+    SUMMARY = "Summary"
+    BACKGROUND = "Background"
+    DROPPED = "Dropped"
+
+
+_AS_LEVEL = {View.UNPACKED: Level.UNPACKED, View.DETAIL: Level.DETAIL, View.SUMMARY: Level.SUMMARY}
+_AS_VIEW = {level: view for view, level in _AS_LEVEL.items()}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A top-level page that may appear in ``<Linear_Flow>``.
+
+    Token fields are the page's text in each view (without the node tags, see ``node_overhead``);
+    ``background_tokens`` is its one-line note once folded; ``unpacked_tokens`` is needed only when the
+    requested ``view`` is Unpacked (the nested rendering).
+    """
+
+    id: str
+    relevance: float
+    timestamp: datetime
+    summary_tokens: int
+    detail_tokens: int
+    view: View = View.SUMMARY
+    background_tokens: int = 0
+    unpacked_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.relevance <= 1.0:
+            raise ValueError(f"candidate {self.id}: relevance must be in [0, 1]")
+        if min(self.summary_tokens, self.detail_tokens, self.background_tokens, self.unpacked_tokens or 0) < 0:
+            raise ValueError(f"candidate {self.id}: token counts must be >= 0")
+        if self.view is View.UNPACKED and self.unpacked_tokens is None:
+            raise ValueError(f"candidate {self.id}: an Unpacked candidate needs unpacked_tokens")
+        object.__setattr__(self, "timestamp", utc(self.timestamp))
+
+
+@dataclass(frozen=True)
+class Demotion:
+    """One step taken by the budget: page ``id`` went from ``before`` to ``after``."""
+
+    id: str
+    before: Level
+    after: Level
+    priority: float
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """What fits. ``views``: the pages kept in ``<Linear_Flow>`` (input order) and their views.
+    ``background_ids``: pages folded into ``<Background_Context>``, oldest first. ``dropped_ids``: pages left out.
+    ``total_tokens``: the (estimated, or measured by :func:`fit_rendered`) total including ``fixed_tokens``.
+    ``limit``: the budget applied (the smaller of budget and window)."""
+
+    views: Mapping[str, View]
+    background_ids: tuple[str, ...]
+    dropped_ids: tuple[str, ...]
+    total_tokens: int
+    over_budget: bool
+    demotions: tuple[Demotion, ...]
+    limit: int
+
+
+def priority(candidate: Candidate, now: datetime, half_life: timedelta = DEFAULT_HALF_LIFE) -> float:
+    """The double-decay priority of ``candidate`` at ``now`` (see the module docstring)."""
+    age = max((utc(now) - candidate.timestamp).total_seconds(), 0.0)
+    return float((FLOOR + (1.0 - FLOOR) * candidate.relevance) * 0.5 ** (age / half_life.total_seconds()))
+
+
+class _Plan:
+    def __init__(self, candidates: Sequence[Candidate], fixed: int, node_overhead: int, background_overhead: int):
+        self.candidates = list(candidates)
+        self.levels = {c.id: _AS_LEVEL[c.view] for c in candidates}
+        self.fixed, self.node_overhead, self.background_overhead = fixed, node_overhead, background_overhead
+        self.demotions: list[Demotion] = []
+
+    def cost(self, candidate: Candidate, level: Level) -> int:
+        if level is Level.UNPACKED:
+            return (candidate.unpacked_tokens or 0) + self.node_overhead
+        if level is Level.DETAIL:
+            return candidate.detail_tokens + self.node_overhead
+        if level is Level.SUMMARY:
+            return candidate.summary_tokens + self.node_overhead
+        if level is Level.BACKGROUND:
+            return candidate.background_tokens + 1
+        return 0
+
+    def total(self) -> int:
+        nodes = sum(self.cost(c, self.levels[c.id]) for c in self.candidates)
+        folded = any(level is Level.BACKGROUND for level in self.levels.values())
+        return self.fixed + nodes + (self.background_overhead if folded else 0)
+
+    def demote(self, candidate: Candidate, after: Level, rank: float) -> None:
+        self.demotions.append(Demotion(candidate.id, self.levels[candidate.id], after, rank))
+        self.levels[candidate.id] = after
+
+    def result(self, limit: int) -> FitResult:
+        total = self.total()
+        kept = {c.id: _AS_VIEW[level] for c in self.candidates if (level := self.levels[c.id]) in _AS_VIEW}
+        by_time = sorted(self.candidates, key=lambda c: (c.timestamp, c.id))
+        return FitResult(
+            views=MappingProxyType(kept),
+            background_ids=tuple(c.id for c in by_time if self.levels[c.id] is Level.BACKGROUND),
+            dropped_ids=tuple(c.id for c in self.candidates if self.levels[c.id] is Level.DROPPED),
+            total_tokens=total,
+            over_budget=total > limit,
+            demotions=tuple(self.demotions),
+            limit=limit,
+        )
+
+
+_PASSES: tuple[tuple[frozenset[Level], Level], ...] = (
+    (frozenset({Level.UNPACKED}), Level.DETAIL),
+    (frozenset({Level.UNPACKED, Level.DETAIL}), Level.SUMMARY),
+    (frozenset({Level.SUMMARY}), Level.BACKGROUND),
+    (frozenset({Level.BACKGROUND}), Level.DROPPED),
+)
+
+
+def _limit(budget: int, window: int | None) -> int:
+    if budget < 0 or (window is not None and window < 0):
+        raise ValueError("budget and window must be >= 0")
+    return budget if window is None else min(budget, window)
+
+
+@dataclass(frozen=True)
+class _Policy:
+    now: datetime
+    half_life: timedelta
+    node_overhead: int
+    background_overhead: int
+
+
+def _fit(candidates: Sequence[Candidate], fixed: int, limit: int, policy: _Policy, *, minimal: bool) -> FitResult:
+    if len({c.id for c in candidates}) != len(candidates):
+        raise ValueError("candidate ids must be unique")
+    plan = _Plan(candidates, fixed, policy.node_overhead, policy.background_overhead)
+    ranks = {c.id: priority(c, policy.now, policy.half_life) for c in candidates}
+    order = sorted(candidates, key=lambda c: (ranks[c.id], c.timestamp, c.id))
+    if minimal:
+        for candidate in order:
+            plan.demote(candidate, Level.DROPPED, ranks[candidate.id])
+        return plan.result(limit)
+    for sources, target in _PASSES:
+        for candidate in order:
+            if plan.total() <= limit:
+                return plan.result(limit)
+            level = plan.levels[candidate.id]
+            shrinks = target is not Level.DETAIL or plan.cost(candidate, target) < plan.cost(candidate, level)
+            if level in sources and shrinks:
+                plan.demote(candidate, target, ranks[candidate.id])
+    return plan.result(limit)
+
+
+def fit_context(
+    candidates: Sequence[Candidate],
+    *,
+    fixed_tokens: int,
+    budget: int,
+    now: datetime,
+    window: int | None = None,
+    half_life: timedelta = DEFAULT_HALF_LIFE,
+    node_overhead: int = NODE_OVERHEAD,
+    background_overhead: int = BACKGROUND_OVERHEAD,
+) -> FitResult:
+    """Choose each candidate's place so that the estimated total fits ``min(budget, window)``.
+
+    Raises :class:`ContextWindowExceeded` when ``fixed_tokens`` alone exceeds ``window``, ``ValueError`` for
+    duplicate candidate ids or a negative budget.
+    """
+    limit = _limit(budget, window)
+    if window is not None and fixed_tokens > window:
+        raise ContextWindowExceeded(fixed_tokens, window)
+    policy = _Policy(now, half_life, node_overhead, background_overhead)
+    return _fit(candidates, fixed_tokens, limit, policy, minimal=fixed_tokens > limit)
+
+
+def fit_rendered(
+    candidates: Sequence[Candidate],
+    *,
+    fixed_tokens: int,
+    budget: int,
+    now: datetime,
+    measure: Callable[[FitResult], int],
+    window: int | None = None,
+    half_life: timedelta = DEFAULT_HALF_LIFE,
+    node_overhead: int = NODE_OVERHEAD,
+    background_overhead: int = BACKGROUND_OVERHEAD,
+    max_rounds: int = 4,
+) -> FitResult:
+    """:func:`fit_context`, checked against the real output.
+
+    ``measure(result)`` must render the context for ``result`` and return its true token count (fixed part
+    included). While the measurement exceeds the limit, the fit is redone with the overshoot taken off the
+    budget; after ``max_rounds`` the smallest context (no pages) is used. The returned ``total_tokens`` is the
+    measured count, so ``over_budget`` is true only if even the smallest context does not fit. Raises
+    :class:`ContextWindowExceeded` if the smallest context exceeds ``window``.
+    """
+    limit = _limit(budget, window)
+    if window is not None and fixed_tokens > window:
+        raise ContextWindowExceeded(fixed_tokens, window)
+    policy = _Policy(now, half_life, node_overhead, background_overhead)
+    margin = 0
+    for _ in range(max_rounds):
+        target = limit - margin
+        result = _fit(candidates, fixed_tokens, max(target, 0), policy, minimal=fixed_tokens > target)
+        measured = measure(result)
+        if measured <= limit or not (result.views or result.background_ids):
+            break
+        margin += measured - limit
+    else:
+        result = _fit(candidates, fixed_tokens, limit, policy, minimal=True)
+        measured = measure(result)
+    if window is not None and measured > window:
+        raise ContextWindowExceeded(measured, window)
+    return replace(result, total_tokens=measured, over_budget=measured > limit, limit=limit)

@@ -1,0 +1,164 @@
+"""Reading OpenAI chat messages: roles, text, tool calls and the transcript lines that become page content.
+
+Messages are plain mappings as the OpenAI Chat Completions API sends them (``role``, ``content``, ``name``,
+``tool_calls``, ``tool_call_id``, legacy ``function_call``). Nothing here mutates a message.
+
+Text contract: :func:`message_text` returns the message's text exactly as sent (text parts of multi-part content
+joined with a newline); non-text parts become a short placeholder (``[image]``, ``[audio]``, ``[file]``).
+:func:`transcript` embeds that text verbatim, so every message's text can be found in the page content.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.core.errors import InvalidMessage
+
+__all__ = [
+    "KNOWN_ROLES",
+    "SYSTEM_ROLES",
+    "ToolCall",
+    "content_text",
+    "message_role",
+    "message_text",
+    "tool_calls_of",
+    "transcript",
+]
+
+SYSTEM_ROLES = frozenset({"system", "developer"})
+KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+_PLACEHOLDERS = {
+    "image_url": "[image]",
+    "image": "[image]",
+    "input_image": "[image]",
+    "input_audio": "[audio]",
+    "audio": "[audio]",
+    "file": "[file]",
+    "input_file": "[file]",
+}
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One function call made by an assistant message. ``id`` is empty for a legacy ``function_call``."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+def message_role(message: object, index: int) -> str:
+    """The message's role; raises :class:`InvalidMessage` if it is not a mapping with a known string role."""
+    if not isinstance(message, Mapping):
+        raise InvalidMessage(index, f"expected an object, got {type(message).__name__}")
+    role = message.get("role")
+    if not isinstance(role, str):
+        raise InvalidMessage(index, "missing 'role'")
+    if role not in KNOWN_ROLES:
+        raise InvalidMessage(index, f"unknown role {role!r}")
+    return role
+
+
+def _part_text(part: object) -> str:
+    if isinstance(part, str):
+        return part
+    if not isinstance(part, Mapping):
+        return "[unsupported content]"
+    kind = part.get("type")
+    if kind == "text" or (kind is None and isinstance(part.get("text"), str)):
+        text = part.get("text")
+        return text if isinstance(text, str) else ""
+    if kind == "refusal":
+        refusal = part.get("refusal")
+        return refusal if isinstance(refusal, str) else ""
+    if isinstance(kind, str):
+        return _PLACEHOLDERS.get(kind, f"[{kind}]")
+    return "[unsupported content]"
+
+
+def content_text(content: object) -> str:
+    """Text of a ``content`` value: a string as is, ``None`` as empty, a part list joined with newlines."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        return "\n".join(_part_text(part) for part in content)
+    return str(content)
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """The message's own text: its content, or its ``refusal`` when it has no content."""
+    text = content_text(message.get("content"))
+    refusal = message.get("refusal")
+    if not text and isinstance(refusal, str):
+        return refusal
+    return text
+
+
+def _arguments(raw: object) -> str:
+    if isinstance(raw, str):
+        return raw
+    if raw is None:
+        return ""
+    return json.dumps(raw, ensure_ascii=False, sort_keys=True)
+
+
+def tool_calls_of(message: Mapping[str, Any]) -> tuple[ToolCall, ...]:
+    """The function calls an assistant message makes (``tool_calls``, or a legacy ``function_call``)."""
+    calls: list[ToolCall] = []
+    raw_calls = message.get("tool_calls")
+    if isinstance(raw_calls, Sequence) and not isinstance(raw_calls, str):
+        for raw in raw_calls:
+            if not isinstance(raw, Mapping):
+                continue
+            function = raw.get("function")
+            function = function if isinstance(function, Mapping) else {}
+            call_id = raw.get("id")
+            name = function.get("name")
+            calls.append(
+                ToolCall(
+                    id=call_id if isinstance(call_id, str) else "",
+                    name=name if isinstance(name, str) else "unknown",
+                    arguments=_arguments(function.get("arguments")),
+                )
+            )
+    legacy = message.get("function_call")
+    if isinstance(legacy, Mapping):
+        name = legacy.get("name")
+        calls.append(
+            ToolCall(id="", name=name if isinstance(name, str) else "unknown", arguments=_arguments(legacy.get("arguments")))
+        )
+    return tuple(calls)
+
+
+def _speaker(role: str, message: Mapping[str, Any]) -> str:
+    name = message.get("name")
+    return f"{role} ({name})" if isinstance(name, str) and name else role
+
+
+def transcript(message: Mapping[str, Any], call_names: Mapping[str, str]) -> str:
+    """The transcript lines of one message, its text verbatim.
+
+    ``user: <text>`` / ``assistant: <text>`` / ``assistant → tool call NAME(ARGS)`` (one line per call) /
+    ``tool NAME result: <text>``; a ``name`` field shows as ``user (alice): ...``. ``call_names`` resolves a
+    tool message's ``tool_call_id`` to the function name.
+    """
+    role = str(message.get("role"))
+    text = message_text(message)
+    if role == "assistant":
+        lines = [f"{_speaker(role, message)}: {text}"] if text else []
+        lines.extend(f"assistant → tool call {call.name}({call.arguments})" for call in tool_calls_of(message))
+        return "\n".join(lines) if lines else "assistant: "
+    if role in ("tool", "function"):
+        call_id = message.get("tool_call_id")
+        name = call_names.get(call_id) if isinstance(call_id, str) else None
+        if name is None:
+            raw_name = message.get("name")
+            name = raw_name if isinstance(raw_name, str) and raw_name else "unknown"
+        return f"tool {name} result: {text}"
+    return f"{_speaker(role, message)}: {text}"

@@ -1,0 +1,168 @@
+"""The PCP v1.0 renderer: a pure function from pages, views, trace, query and time to the ``<PagedContext>`` XML.
+
+Contracts:
+
+* The tags and attributes are exactly those of PCP v1.0 (DESIGN §4).
+* Same input, same bytes: nodes are ordered by (timestamp, id), attributes in a fixed order, indentation fixed.
+* All text goes through lxml, so user text can never open, close or forge an element. Characters that XML 1.0
+  forbids (control characters, U+FFFE/U+FFFF, lone surrogates) are replaced by U+FFFD (:func:`xml_safe`);
+  parsing the output gives back every text exactly, after that replacement.
+* Timestamps are UTC in ISO 8601 at seconds precision with a ``Z`` suffix; naive datetimes are taken as UTC.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from lxml import etree  # type: ignore[import-untyped,unused-ignore]
+
+from gateway.core.extract import lead_text
+from gateway.core.instructions import system_instructions
+from gateway.core.pages import Page, PageType, utc
+from gateway.core.trace import Step
+from gateway.core.views import PageTree, View, ViewState, view_of
+
+__all__ = [
+    "BACKGROUND_LINE_CAP",
+    "NodeSpec",
+    "RenderInput",
+    "background_line",
+    "iso_time",
+    "nodes_from_state",
+    "render_context",
+    "render_node",
+    "xml_safe",
+]
+
+PCP_VERSION = "1.0"
+BACKGROUND_LINE_CAP = 240
+_ILLEGAL_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_safe(text: str) -> str:
+    """``text`` with every character XML 1.0 forbids replaced by U+FFFD."""
+    return _ILLEGAL_XML.sub("\ufffd", text)
+
+
+def iso_time(moment: datetime) -> str:
+    """``moment`` in UTC as ``YYYY-MM-DDTHH:MM:SSZ``."""
+    return utc(moment).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One ``<Node>`` to render: a page in a view; ``children`` only (and required) when Unpacked."""
+
+    page: Page
+    view: View
+    children: tuple[NodeSpec, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.view is View.UNPACKED and self.page.type is not PageType.CONSOLIDATED:
+            raise ValueError(f"page {self.page.id}: only a Consolidated page can be Unpacked")
+        if self.view is not View.UNPACKED and self.children:
+            raise ValueError(f"page {self.page.id}: children are rendered only in the Unpacked view")
+
+
+@dataclass(frozen=True)
+class RenderInput:
+    """Everything one ``<PagedContext>`` depends on. ``background`` lines are joined with newlines."""
+
+    now: datetime
+    query: str
+    steps: tuple[Step, ...] = ()
+    background: tuple[str, ...] | str = ()
+    nodes: tuple[NodeSpec, ...] = ()
+    consult_name: str = "Consult"
+    shelve_name: str = "Shelve"
+
+
+def _ordered(nodes: Iterable[NodeSpec]) -> list[NodeSpec]:
+    return sorted(nodes, key=lambda node: (node.page.timestamp, node.page.id))
+
+
+def _text(parent: etree._Element, tag: str, text: str) -> None:
+    etree.SubElement(parent, tag).text = xml_safe(text)
+
+
+def _node_element(node: NodeSpec) -> etree._Element:
+    page = node.page
+    element = etree.Element("Node")
+    element.set("id", xml_safe(page.id))
+    element.set("type", page.type.value)
+    element.set("view", node.view.value)
+    element.set("timestamp", iso_time(page.timestamp))
+    if node.view is View.SUMMARY:
+        _text(element, "Summary", page.summary)
+    elif node.view is View.DETAIL:
+        _text(element, "Content", page.content)
+    else:
+        for child in _ordered(node.children):
+            element.append(_node_element(child))
+    return element
+
+
+def _serialize(element: etree._Element) -> str:
+    return str(etree.tostring(element, encoding="unicode", pretty_print=True))
+
+
+def render_node(node: NodeSpec) -> str:
+    """One ``<Node>`` (with nested children when Unpacked) as a standalone XML string."""
+    return _serialize(_node_element(node))
+
+
+def render_context(data: RenderInput) -> str:
+    """The full ``<PagedContext version="1.0">`` document for ``data``."""
+    root = etree.Element("PagedContext")
+    root.set("version", PCP_VERSION)
+    registry = etree.SubElement(root, "Static_Registry")
+    clock = etree.SubElement(registry, "ST-Node")
+    clock.set("id", "CURRENT_TIME")
+    clock.set("value", iso_time(data.now))
+    _text(registry, "System_Instructions", system_instructions(data.consult_name, data.shelve_name))
+    _text(root, "Query", data.query)
+    trace = etree.SubElement(root, "Reasoning_Trace")
+    for step in data.steps:
+        element = etree.SubElement(trace, "Step")
+        element.set("action", xml_safe(step.action))
+        element.set("target", xml_safe(step.target))
+        element.set("reason", xml_safe(step.reason))
+    background = data.background if isinstance(data.background, str) else "\n".join(data.background)
+    if background:
+        _text(root, "Background_Context", background)
+    flow = etree.SubElement(root, "Linear_Flow")
+    for node in _ordered(data.nodes):
+        flow.append(_node_element(node))
+    return _serialize(root)
+
+
+def background_line(page: Page) -> str:
+    """The one-line trace a page leaves in ``<Background_Context>`` once folded: its date and summary lead."""
+    return f"[{utc(page.timestamp):%Y-%m-%d}] {lead_text(page.summary, BACKGROUND_LINE_CAP)}"
+
+
+def nodes_from_state(
+    tree: PageTree,
+    state: ViewState,
+    pages: Mapping[str, Page],
+    roots: Iterable[str] | None = None,
+    overrides: Mapping[str, View] | None = None,
+) -> tuple[NodeSpec, ...]:
+    """The node specs for ``roots`` (default: all of ``tree.roots``) in their views from ``state``.
+
+    ``overrides`` (e.g. the views chosen by the budget) replace the view of the listed pages; a page demoted
+    from Unpacked shows no children. Every id reached must be in ``pages``; an Unpacked page needs children.
+    """
+    chosen = dict(overrides or {})
+
+    def build(page_id: str) -> NodeSpec:
+        view = chosen.get(page_id, view_of(state, page_id))
+        if view is View.UNPACKED and not tree.kids(page_id):
+            view = View.DETAIL
+        children = tuple(build(child) for child in tree.kids(page_id)) if view is View.UNPACKED else ()
+        return NodeSpec(pages[page_id], view, children)
+
+    return tuple(build(page_id) for page_id in (tree.roots if roots is None else roots))

@@ -1,0 +1,80 @@
+"""Token counting with tiktoken.
+
+The encoding is the model's own when tiktoken knows the model and its encoding file ships with litellm
+(:data:`OFFLINE_ENCODINGS`), ``cl100k_base`` otherwise. Encodings and model lookups are cached with ``functools.lru_cache``.
+tiktoken reads encoding files from ``TIKTOKEN_CACHE_DIR``; the gateway package sets it on import so that no
+download is ever attempted for the shipped encodings.
+
+Counting never fails on text: special-token strings count as plain text and lone surrogates are replaced.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import tiktoken
+
+from gateway.core.messages import message_text, tool_calls_of
+
+__all__ = ["DEFAULT_ENCODING", "MESSAGE_OVERHEAD", "OFFLINE_ENCODINGS", "REPLY_PRIMING", "TokenCounter", "encoding_for_model"]
+
+DEFAULT_ENCODING = "cl100k_base"
+# The encodings whose files litellm ships (o200k_harmony reuses the o200k_base file).
+OFFLINE_ENCODINGS = frozenset({"cl100k_base", "o200k_base", "o200k_harmony", "p50k_base"})
+MESSAGE_OVERHEAD = 3
+REPLY_PRIMING = 3
+
+
+@functools.lru_cache(maxsize=None)
+def _encoding(name: str) -> tiktoken.Encoding:
+    return tiktoken.get_encoding(name)
+
+
+@functools.lru_cache(maxsize=256)
+def encoding_for_model(model: str) -> str:
+    """The encoding name to use for ``model`` (a provider prefix like ``openai/`` is ignored)."""
+    for candidate in (model, model.rsplit("/", 1)[-1]):
+        try:
+            name = tiktoken.encoding_name_for_model(candidate)
+        except KeyError:
+            continue
+        # Other encodings would be downloaded at request time; never risk that.
+        return name if name in OFFLINE_ENCODINGS else DEFAULT_ENCODING
+    return DEFAULT_ENCODING
+
+
+@dataclass(frozen=True)
+class TokenCounter:
+    """Counts tokens with one tiktoken encoding (by name)."""
+
+    encoding_name: str = DEFAULT_ENCODING
+
+    @classmethod
+    def for_model(cls, model: str) -> TokenCounter:
+        return cls(encoding_for_model(model))
+
+    @property
+    def encoding(self) -> tiktoken.Encoding:
+        return _encoding(self.encoding_name)
+
+    def count(self, text: str) -> int:
+        """Tokens in ``text``."""
+        return len(self.encoding.encode(text, disallowed_special=()))
+
+    def count_message(self, message: Mapping[str, Any]) -> int:
+        """Tokens of one chat message as the model sees it: role, name, text, tool calls, plus a fixed overhead."""
+        parts = [str(message.get("role", "")), message_text(message)]
+        name = message.get("name")
+        if isinstance(name, str):
+            parts.append(name)
+        for call in tool_calls_of(message):
+            parts.append(json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False))
+        return MESSAGE_OVERHEAD + sum(self.count(part) for part in parts if part)
+
+    def count_messages(self, messages: Iterable[Mapping[str, Any]]) -> int:
+        """Tokens of a message list, including the reply priming OpenAI adds."""
+        return REPLY_PRIMING + sum(self.count_message(message) for message in messages)

@@ -1,0 +1,257 @@
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.core.budget import (
+    BACKGROUND_OVERHEAD,
+    DEFAULT_HALF_LIFE,
+    NODE_OVERHEAD,
+    Candidate,
+    Demotion,
+    FitResult,
+    Level,
+    fit_context,
+    fit_rendered,
+    priority,
+)
+from gateway.core.errors import ContextWindowExceeded
+from gateway.core.pages import Page, PageType
+from gateway.core.render import NodeSpec, RenderInput, background_line, render_context
+from gateway.core.tokens import TokenCounter
+from gateway.core.views import View
+
+NOW = datetime(2026, 2, 14, 12, 0, tzinfo=timezone.utc)
+S, D, U = View.SUMMARY, View.DETAIL, View.UNPACKED
+
+
+def cand(cid: str, relevance: float = 0.5, hours: float = 1, summary: int = 10, detail: int = 100,
+         view: View = D, background: int = 5, unpacked: int | None = None) -> Candidate:
+    return Candidate(cid, relevance, NOW - timedelta(hours=hours), summary, detail, view, background, unpacked)
+
+
+def fit(candidates: list[Candidate], budget: int, fixed: int = 0, window: int | None = None) -> FitResult:
+    return fit_context(candidates, fixed_tokens=fixed, budget=budget, now=NOW, window=window, node_overhead=0,
+                       background_overhead=0)
+
+
+def test_priority_is_a_double_decay() -> None:
+    assert priority(cand("a", 1.0, 0), NOW) == 1.0
+    assert priority(cand("a", 0.0, 0), NOW) == pytest.approx(0.1)
+    assert priority(cand("a", 1.0, 24), NOW) == pytest.approx(0.5)
+    assert priority(cand("a", 1.0, 24), NOW, half_life=timedelta(hours=12)) == pytest.approx(0.25)
+    assert priority(cand("a", 1.0, -5), NOW) == 1.0
+    assert DEFAULT_HALF_LIFE == timedelta(hours=24)
+
+
+def test_everything_fits() -> None:
+    result = fit_context([cand("a"), cand("b", view=S)], fixed_tokens=50, budget=10_000, now=NOW)
+    assert dict(result.views) == {"a": D, "b": S}
+    assert result.total_tokens == 50 + 100 + 10 + 2 * NODE_OVERHEAD
+    assert (result.over_budget, result.demotions, result.background_ids, result.dropped_ids) == (False, (), (), ())
+    assert result.limit == 10_000
+
+
+def test_lowest_priority_detail_goes_first() -> None:
+    old, fresh, relevant_old = cand("old", 0.2, 48), cand("fresh", 0.2, 1), cand("rel", 1.0, 48)
+    result = fit([old, fresh, relevant_old], budget=220)
+    assert dict(result.views) == {"old": S, "fresh": D, "rel": D}
+    assert result.demotions == (Demotion("old", Level.DETAIL, Level.SUMMARY, priority(old, NOW)),)
+    assert result.total_tokens == 210
+
+
+def test_all_details_go_before_any_summary_is_folded() -> None:
+    result = fit([cand("a", 0.1), cand("b", 0.9)], budget=18)
+    assert dict(result.views) == {"b": S}
+    assert result.background_ids == ("a",)
+    assert [(d.id, d.after) for d in result.demotions] == [("a", Level.SUMMARY), ("b", Level.SUMMARY),
+                                                           ("a", Level.BACKGROUND)]
+    assert result.total_tokens == 10 + 6
+
+
+def test_folding_then_dropping() -> None:
+    candidates = [cand("new", 0.5, 1), cand("old", 0.5, 30), cand("older", 0.5, 50)]
+    folded = fit(candidates, budget=18)
+    assert folded.background_ids == ("older", "old", "new")
+    dropped = fit(candidates, budget=7)
+    assert dropped.background_ids == ("new",) and dropped.dropped_ids == ("old", "older")
+    assert dropped.total_tokens == 6 and not dropped.over_budget
+
+
+def test_background_envelope_is_counted_once() -> None:
+    result = fit_context([cand("a", view=S), cand("b", view=S)], fixed_tokens=0, budget=19, now=NOW,
+                         node_overhead=0, background_overhead=BACKGROUND_OVERHEAD)
+    # folding both costs 6 + 6 + the envelope (10) = 22 > 19, so the lower one ("a" on the tie) is dropped
+    assert (result.background_ids, result.dropped_ids, result.total_tokens) == (("b",), ("a",), 16)
+
+
+def test_unpacked_steps_down_to_detail_only_when_smaller() -> None:
+    small_detail = cand("a", unpacked=300, detail=100, view=U)
+    result = fit([small_detail], budget=150)
+    assert dict(result.views) == {"a": D}
+    big_detail = cand("b", unpacked=300, detail=400, view=U)
+    result = fit([big_detail], budget=150)
+    assert dict(result.views) == {"b": S}
+    assert result.demotions[0].before is Level.UNPACKED and result.demotions[0].after is Level.SUMMARY
+
+
+def test_client_parts_over_budget_give_the_smallest_context() -> None:
+    result = fit([cand("a"), cand("b")], budget=8_000, fixed=10_000, window=128_000)
+    assert result.over_budget and result.total_tokens == 10_000
+    assert dict(result.views) == {} and set(result.dropped_ids) == {"a", "b"}
+    assert all(d.after is Level.DROPPED for d in result.demotions)
+
+
+def test_window_caps_the_budget_and_only_the_window_is_an_error() -> None:
+    assert fit([cand("a")], budget=1_000, window=50).limit == 50
+    with pytest.raises(ContextWindowExceeded) as caught:
+        fit([cand("a")], budget=1_000, fixed=5_000, window=4_096)
+    assert (caught.value.needed, caught.value.window) == (5_000, 4_096)
+    assert "4096" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: cand("a", relevance=1.5),
+        lambda: cand("a", detail=-1),
+        lambda: cand("a", view=U),
+        lambda: fit([cand("a"), cand("a")], budget=10),
+        lambda: fit([], budget=-1),
+        lambda: fit([], budget=1, window=-1),
+    ],
+)
+def test_invalid_inputs(make: object) -> None:
+    with pytest.raises(ValueError):
+        make()  # type: ignore[operator]
+
+
+def test_naive_timestamps_are_utc() -> None:
+    assert Candidate("a", 0, datetime(2026, 1, 1), 1, 1).timestamp.tzinfo is timezone.utc
+
+
+# --- properties -------------------------------------------------------------------------------------------------
+
+_levels = {U: 0, D: 1, S: 2}
+
+
+@st.composite
+def candidates(draw: st.DrawFn) -> list[Candidate]:
+    count = draw(st.integers(min_value=0, max_value=10))
+    found = []
+    for i in range(count):
+        view = draw(st.sampled_from([S, D, U]))
+        found.append(
+            Candidate(
+                f"{i:08x}",
+                draw(st.floats(min_value=0, max_value=1)),
+                NOW - timedelta(minutes=draw(st.integers(min_value=-10, max_value=10_000))),
+                draw(st.integers(min_value=0, max_value=300)),
+                draw(st.integers(min_value=0, max_value=3_000)),
+                view,
+                draw(st.integers(min_value=0, max_value=60)),
+                draw(st.integers(min_value=0, max_value=5_000)) if view is U else None,
+            )
+        )
+    return found
+
+
+def estimate(result: FitResult, cands: list[Candidate], fixed: int) -> int:
+    by_id = {c.id: c for c in cands}
+
+    def size(c: Candidate, view: View) -> int:
+        return {S: c.summary_tokens, D: c.detail_tokens, U: c.unpacked_tokens or 0}[view]
+
+    nodes = sum(size(by_id[i], v) + NODE_OVERHEAD for i, v in result.views.items())
+    folded = sum(by_id[i].background_tokens + 1 for i in result.background_ids)
+    return fixed + nodes + folded + (BACKGROUND_OVERHEAD if result.background_ids else 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(candidates(), st.integers(min_value=0, max_value=5_000), st.integers(min_value=0, max_value=20_000),
+       st.one_of(st.none(), st.integers(min_value=0, max_value=30_000)))
+def test_never_over_budget_when_the_budget_can_be_met(
+    cands: list[Candidate], fixed: int, budget: int, window: int | None
+) -> None:
+    limit = budget if window is None else min(budget, window)
+    if window is not None and fixed > window:
+        with pytest.raises(ContextWindowExceeded):
+            fit_context(cands, fixed_tokens=fixed, budget=budget, now=NOW, window=window)
+        return
+    result = fit_context(cands, fixed_tokens=fixed, budget=budget, now=NOW, window=window)
+    assert result.total_tokens == estimate(result, cands, fixed)
+    assert result.over_budget is (fixed > limit)
+    if fixed <= limit:
+        assert result.total_tokens <= limit
+    placed = list(result.views) + list(result.background_ids) + list(result.dropped_ids)
+    assert sorted(placed) == sorted(c.id for c in cands)
+    for c in cands:
+        if c.id in result.views:
+            assert _levels[result.views[c.id]] >= _levels[c.view]  # never promoted
+
+
+# --- the real rendering -----------------------------------------------------------------------------------------
+
+COUNTER = TokenCounter()
+CLIENT = 1_000  # the client's system prompt and recent turns
+
+
+def make_pages(n: int) -> list[Page]:
+    return [
+        Page(f"{i:08x}", PageType.ORIGINAL, NOW - timedelta(hours=n - i), f"user: question {i}?\nassistant: "
+             + "A detailed answer with <tags> & entities. " * (5 + 3 * i), f"Question {i} answered.", (), 0)
+        for i in range(n)
+    ]
+
+
+PAGES = make_pages(8)
+BY_ID = {p.id: p for p in PAGES}
+CANDIDATES = [
+    Candidate(p.id, (i % 3) / 2, p.timestamp, COUNTER.count(p.summary), COUNTER.count(p.content), D,
+              COUNTER.count(background_line(p)))
+    for i, p in enumerate(PAGES)
+]
+
+
+def render_for(result: FitResult) -> str:
+    nodes = tuple(NodeSpec(BY_ID[i], v) for i, v in result.views.items())
+    background = tuple(background_line(BY_ID[i]) for i in result.background_ids)
+    return render_context(RenderInput(now=NOW, query="What was question 3?", nodes=nodes, background=background))
+
+
+def measure(result: FitResult) -> int:
+    return CLIENT + COUNTER.count(render_for(result))
+
+
+SKELETON = measure(FitResult({}, (), (), 0, False, (), 0))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(min_value=SKELETON + CLIENT - 50, max_value=SKELETON + 3_000))
+def test_fit_rendered_never_exceeds_the_budget_of_the_real_output(budget: int) -> None:
+    result = fit_rendered(CANDIDATES, fixed_tokens=SKELETON, budget=budget, now=NOW, measure=measure,
+                          node_overhead=0, background_overhead=0)  # deliberately optimistic estimates
+    assert result.total_tokens == measure(result)
+    if SKELETON <= budget:
+        assert result.total_tokens <= budget and not result.over_budget
+    else:
+        assert result.over_budget
+
+
+def test_fit_rendered_falls_back_to_the_smallest_context() -> None:
+    def liar(result: FitResult) -> int:
+        return 10 if not result.views and not result.background_ids else 10**6
+
+    result = fit_rendered(CANDIDATES, fixed_tokens=10, budget=5_000, now=NOW, measure=liar, max_rounds=2)
+    assert result.total_tokens == 10 and not result.over_budget
+    assert set(result.dropped_ids) == set(BY_ID)
+
+
+def test_fit_rendered_reports_the_window_error() -> None:
+    with pytest.raises(ContextWindowExceeded):
+        fit_rendered(CANDIDATES, fixed_tokens=10, budget=5_000, now=NOW, measure=lambda r: 9_000, window=8_000)
+    with pytest.raises(ContextWindowExceeded):
+        fit_rendered(CANDIDATES, fixed_tokens=9_000, budget=5_000, now=NOW, measure=measure, window=8_000)

@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+import pytest
+
+from gateway.core.errors import InvalidMessage
+from gateway.core.messages import ToolCall, content_text, message_role, message_text, tool_calls_of, transcript
+
+
+def test_content_text_handles_every_shape() -> None:
+    assert content_text(None) == ""
+    assert content_text("plain") == "plain"
+    parts = [
+        {"type": "text", "text": "look at"},
+        {"type": "image_url", "image_url": {"url": "data:..."}},
+        {"type": "input_audio", "input_audio": {}},
+        {"type": "file", "file": {}},
+        {"type": "refusal", "refusal": "no"},
+        {"type": "video"},
+        "bare string part",
+        {"text": "typeless text"},
+        {"type": "text", "text": 3},
+        {"type": "refusal"},
+        {"foo": "bar"},
+        42,
+    ]
+    assert content_text(parts).split("\n") == [
+        "look at",
+        "[image]",
+        "[audio]",
+        "[file]",
+        "no",
+        "[video]",
+        "bare string part",
+        "typeless text",
+        "",
+        "",
+        "[unsupported content]",
+        "[unsupported content]",
+    ]
+    assert content_text(12) == "12"
+
+
+def test_message_text_falls_back_to_refusal() -> None:
+    assert message_text({"role": "assistant", "content": None, "refusal": "I can't"}) == "I can't"
+    assert message_text({"role": "assistant", "content": "ok", "refusal": "I can't"}) == "ok"
+
+
+@pytest.mark.parametrize(
+    ("message", "problem"),
+    [("text", "expected an object"), ({"content": "x"}, "missing 'role'"), ({"role": "robot"}, "unknown role")],
+)
+def test_message_role_rejects_non_messages(message: object, problem: str) -> None:
+    with pytest.raises(InvalidMessage, match=problem) as caught:
+        message_role(message, 7)
+    assert caught.value.index == 7
+    assert str(caught.value).startswith("message 7:")
+
+
+def test_tool_calls_are_read_leniently() -> None:
+    message = {
+        "role": "assistant",
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "search", "arguments": '{"q": "x"}'}},
+            {"id": 5, "function": {"arguments": {"b": 1, "a": "é"}}},
+            {"id": "c3", "function": "broken"},
+            "not a call",
+        ],
+        "function_call": {"name": "legacy", "arguments": None},
+    }
+    assert tool_calls_of(message) == (
+        ToolCall("c1", "search", '{"q": "x"}'),
+        ToolCall("", "unknown", '{"a": "é", "b": 1}'),
+        ToolCall("c3", "unknown", ""),
+        ToolCall("", "legacy", ""),
+    )
+    assert tool_calls_of({"role": "assistant", "tool_calls": "nonsense", "function_call": {}}) == (
+        ToolCall("", "unknown", ""),
+    )
+
+
+def test_transcript_lines() -> None:
+    names = {"c1": "search"}
+    assert transcript({"role": "user", "content": "hi", "name": "alice"}, names) == "user (alice): hi"
+    assert transcript({"role": "user", "content": "hi", "name": ""}, names) == "user: hi"
+    assert transcript({"role": "assistant", "content": None}, names) == "assistant: "
+    call = {"id": "c1", "function": {"name": "search", "arguments": "{}"}}
+    both = {"role": "assistant", "content": "Let me look.", "tool_calls": [call]}
+    assert transcript(both, names) == "assistant: Let me look.\nassistant → tool call search({})"
+    assert transcript({"role": "tool", "tool_call_id": "c1", "content": "found"}, names) == "tool search result: found"
+    assert transcript({"role": "tool", "tool_call_id": "zz", "content": "x", "name": "calc"}, names) == "tool calc result: x"
+    assert transcript({"role": "function", "name": "", "content": "x"}, names) == "tool unknown result: x"
