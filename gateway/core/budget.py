@@ -5,11 +5,14 @@ Demotion order is a double decay of age and relevance. Each candidate gets
     priority = (FLOOR + (1 - FLOOR) * relevance) * 0.5 ** (age / half_life)
 
 (``relevance`` in [0, 1], ``age = now - timestamp`` clamped at 0, ``FLOOR`` = 0.1 so that age still orders
-pages of zero relevance). Lowest priority is demoted first, older first on ties. The passes are, each stopping as
-soon as the total fits:
+pages of zero relevance). When the candidates at their requested views do not fit, the context is filled from the
+highest priority down: each page takes the richest level that still fits, in the order
 
-1. Unpacked → Detail (only where Detail is smaller), 2. Detail / Unpacked → Summary,
-3. Summary → folded into ``<Background_Context>`` (a one-line note), 4. background note → dropped.
+requested view (Unpacked / Detail / Summary) → Detail (from Unpacked, only where smaller) → Summary →
+a one-line note folded into ``<Background_Context>`` → dropped.
+
+So the most relevant, most recent pages keep their detail and the least keep nothing, and a page of high priority
+is never demoted to make room for one of lower priority. Ties go to the newer page.
 
 Contract of :func:`fit_context`: the client-owned part (``fixed_tokens``: system prompt, recent turns, live turn,
 plus the XML skeleton) is never reduced. If it fits the budget, the estimated total never exceeds the budget.
@@ -168,14 +171,6 @@ class _Plan:
         )
 
 
-_PASSES: tuple[tuple[frozenset[Level], Level], ...] = (
-    (frozenset({Level.UNPACKED}), Level.DETAIL),
-    (frozenset({Level.UNPACKED, Level.DETAIL}), Level.SUMMARY),
-    (frozenset({Level.SUMMARY}), Level.BACKGROUND),
-    (frozenset({Level.BACKGROUND}), Level.DROPPED),
-)
-
-
 def _limit(budget: int, window: int | None) -> int:
     if budget < 0 or (window is not None and window < 0):
         raise ValueError("budget and window must be >= 0")
@@ -190,6 +185,18 @@ class _Policy:
     background_overhead: int
 
 
+def _chain(candidate: Candidate, plan: _Plan) -> list[Level]:
+    """The levels a candidate may take, from its requested one down to a background note."""
+    requested = _AS_LEVEL[candidate.view]
+    chain = [requested]
+    if requested is Level.UNPACKED and plan.cost(candidate, Level.DETAIL) < plan.cost(candidate, Level.UNPACKED):
+        chain.append(Level.DETAIL)
+    if requested is not Level.SUMMARY:
+        chain.append(Level.SUMMARY)
+    chain.append(Level.BACKGROUND)
+    return chain
+
+
 def _fit(candidates: Sequence[Candidate], fixed: int, limit: int, policy: _Policy, *, minimal: bool) -> FitResult:
     if len({c.id for c in candidates}) != len(candidates):
         raise ValueError("candidate ids must be unique")
@@ -200,14 +207,22 @@ def _fit(candidates: Sequence[Candidate], fixed: int, limit: int, policy: _Polic
         for candidate in order:
             plan.demote(candidate, Level.DROPPED, ranks[candidate.id])
         return plan.result(limit)
-    for sources, target in _PASSES:
-        for candidate in order:
-            if plan.total() <= limit:
-                return plan.result(limit)
-            level = plan.levels[candidate.id]
-            shrinks = target is not Level.DETAIL or plan.cost(candidate, target) < plan.cost(candidate, level)
-            if level in sources and shrinks:
-                plan.demote(candidate, target, ranks[candidate.id])
+    if plan.total() <= limit:
+        return plan.result(limit)
+    # Fill from the highest priority down: each page takes the richest level that still fits.
+    running, folded = fixed, False
+    for candidate in reversed(order):
+        requested = plan.levels[candidate.id]
+        chosen = Level.DROPPED
+        for level in _chain(candidate, plan):
+            envelope = policy.background_overhead if level is Level.BACKGROUND and not folded else 0
+            if running + plan.cost(candidate, level) + envelope <= limit:
+                chosen = level
+                running += plan.cost(candidate, level) + envelope
+                folded = folded or level is Level.BACKGROUND
+                break
+        if chosen is not requested:
+            plan.demote(candidate, chosen, ranks[candidate.id])
     return plan.result(limit)
 
 

@@ -30,6 +30,7 @@ _STOPWORDS = frozenset(
     that the their theirs them themselves then there these they this those through too under until upon use used
     using very was were what when where which while who whom why will with would you your yours yourself
     yourselves please thanks thank okay yes get got one two want need know think see sure well really still
+    user assistant tool
     """.split()
 )
 

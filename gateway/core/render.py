@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 PCP_VERSION = "1.0"
-BACKGROUND_LINE_CAP = 240
+BACKGROUND_LINE_CAP = 100  # a folded page leaves a trace, not a second summary
 _ILLEGAL_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 

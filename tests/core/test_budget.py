@@ -63,19 +63,19 @@ def test_lowest_priority_detail_goes_first() -> None:
     assert result.total_tokens == 210
 
 
-def test_all_details_go_before_any_summary_is_folded() -> None:
+def test_the_higher_priority_page_keeps_the_richer_view() -> None:
     result = fit([cand("a", 0.1), cand("b", 0.9)], budget=18)
     assert dict(result.views) == {"b": S}
     assert result.background_ids == ("a",)
-    assert [(d.id, d.after) for d in result.demotions] == [("a", Level.SUMMARY), ("b", Level.SUMMARY),
-                                                           ("a", Level.BACKGROUND)]
+    assert [(d.id, d.before, d.after) for d in result.demotions] == [("b", Level.DETAIL, Level.SUMMARY),
+                                                                     ("a", Level.DETAIL, Level.BACKGROUND)]
     assert result.total_tokens == 10 + 6
 
 
 def test_folding_then_dropping() -> None:
     candidates = [cand("new", 0.5, 1), cand("old", 0.5, 30), cand("older", 0.5, 50)]
-    folded = fit(candidates, budget=18)
-    assert folded.background_ids == ("older", "old", "new")
+    folded = fit(candidates, budget=18)  # the newest keeps its Summary rather than all three becoming notes
+    assert (dict(folded.views), folded.background_ids, folded.dropped_ids) == ({"new": S}, ("old",), ("older",))
     dropped = fit(candidates, budget=7)
     assert dropped.background_ids == ("new",) and dropped.dropped_ids == ("old", "older")
     assert dropped.total_tokens == 6 and not dropped.over_budget
@@ -84,8 +84,8 @@ def test_folding_then_dropping() -> None:
 def test_background_envelope_is_counted_once() -> None:
     result = fit_context([cand("a", view=S), cand("b", view=S)], fixed_tokens=0, budget=19, now=NOW,
                          node_overhead=0, background_overhead=BACKGROUND_OVERHEAD)
-    # folding both costs 6 + 6 + the envelope (10) = 22 > 19, so the lower one ("a" on the tie) is dropped
-    assert (result.background_ids, result.dropped_ids, result.total_tokens) == (("b",), ("a",), 16)
+    # "b" (newer on the tie) keeps its Summary (10); "a" as a note would cost 6 + the envelope (10) = 26 > 19
+    assert (dict(result.views), result.background_ids, result.dropped_ids, result.total_tokens) == ({"b": S}, (), ("a",), 10)
 
 
 def test_unpacked_steps_down_to_detail_only_when_smaller() -> None:
