@@ -46,7 +46,7 @@ def build_app(config: GatewayConfig, *, upstream: Upstream | None = None) -> Sta
             if not await store.ping():
                 log.warning("redis at %s does not answer yet; /healthz will say so", url)
             state.ping = store.ping
-            state.chat = ChatService(upstream or LiteLLMUpstream(config))
+            state.chat = ChatService(upstream or LiteLLMUpstream(config), store, config)
             log.info("serving models: %s", ", ".join(config.model_names))
             yield
         finally:

@@ -1,22 +1,37 @@
-"""The Redis connection the gateway owns, and (later) its key layout.
+"""The Redis connection the gateway owns, and the key layout of everything it stores.
 
 The key layout lives only in this module. Every key of a thread carries the thread's
-Redis Cluster hash tag (`<prefix>:{<tenant>:<thread>}:...`) so a thread's keys share
-one slot and its multi-key updates stay atomic on a cluster.
+Redis Cluster hash tag, `<prefix>:{<tenant>:<thread>}:<what>`, so a thread's keys share
+one slot and its multi-key transactions stay atomic on a cluster:
+
+- `...:manifest`  hash  page id -> JSON manifest (everything but the content, plus the
+                        token counts of its summary and background line)
+- `...:content`   hash  page id -> page content
+- `...:parent`    hash  page id -> id of the consolidated page that contains it
+- `...:views`     hash  page id -> view (Detail / Unpacked; absent = Summary)
+- `...:trace`     list  JSON reasoning-trace steps, oldest first, trimmed to a limit
+
+Pages are content-addressed and written with HSETNX inside one MULTI/EXEC, so the
+same history sent twice, or by twenty concurrent requests, stores each page once.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
+from gateway.core import Page, PageType, Step, View
 from gateway.errors import StoreUnavailable
 
-__all__ = ["open_redis", "RedisStore"]
+__all__ = ["open_redis", "RedisStore", "ThreadKey", "Manifest"]
 
 log = logging.getLogger("gateway.store")
 
@@ -26,9 +41,59 @@ RedisClient = aioredis.Redis | RedisCluster
 def open_redis(url: str, *, cluster: bool = False) -> RedisClient:
     """A client for `url` (redis://, rediss://, unix://); a cluster client when asked."""
     if cluster:
-        return RedisCluster.from_url(url, decode_responses=False)
-    client: aioredis.Redis = aioredis.Redis.from_url(url, decode_responses=False)
+        return RedisCluster.from_url(url, decode_responses=True)
+    client: aioredis.Redis = aioredis.Redis.from_url(url, decode_responses=True)
     return client
+
+
+@dataclass(frozen=True)
+class ThreadKey:
+    """Who owns a thread: the tenant (derived from the API key) and the thread id."""
+
+    tenant: str
+    thread: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A stored page without its content, and the token counts the budget needs."""
+
+    page: Page  # content is empty; see RedisStore.pages for the full page
+    summary_tokens: int
+    background_tokens: int
+
+
+def _manifest_json(page: Page, summary_tokens: int, background_tokens: int) -> str:
+    return json.dumps(
+        {
+            "type": page.type.value,
+            "timestamp": page.timestamp.isoformat(),
+            "summary": page.summary,
+            "clusters": list(page.clusters),
+            "tokens": page.tokens,
+            "source_ids": list(page.source_ids),
+            "topic_id": page.topic_id,
+            "summary_tokens": summary_tokens,
+            "background_tokens": background_tokens,
+        },
+        ensure_ascii=False,
+    )
+
+
+def _manifest(page_id: str, raw: str, content: str = "") -> Manifest:
+    data = json.loads(raw)
+    page = Page(
+        id=page_id,
+        type=PageType(data["type"]),
+        timestamp=datetime.fromisoformat(data["timestamp"]),
+        content=content,
+        summary=data["summary"],
+        clusters=tuple(data["clusters"]),
+        tokens=data["tokens"],
+        source_ids=tuple(data["source_ids"]),
+        topic_id=data["topic_id"],
+    )
+    return Manifest(page, data["summary_tokens"], data["background_tokens"])
 
 
 class RedisStore:
@@ -37,6 +102,9 @@ class RedisStore:
     def __init__(self, client: RedisClient, prefix: str = "pcp") -> None:
         self._redis: Any = client
         self.prefix = prefix
+
+    def _key(self, thread: ThreadKey, what: str) -> str:
+        return f"{self.prefix}:{{{thread.tenant}:{thread.thread}}}:{what}"
 
     async def ping(self) -> bool:
         """True when the server answers."""
@@ -52,5 +120,110 @@ class RedisStore:
         except (RedisError, OSError):
             pass
 
-    def _raise(self, exc: BaseException) -> StoreUnavailable:
-        return StoreUnavailable(f"the store is unavailable: {exc}")
+    async def missing(self, thread: ThreadKey, ids: Sequence[str]) -> list[str]:
+        """The ids (in order) that have no stored page in this thread."""
+        if not ids:
+            return []
+        try:
+            present = await self._redis.hmget(self._key(thread, "manifest"), list(ids))
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
+        return [page_id for page_id, value in zip(ids, present) if value is None]
+
+    async def add_pages(self, thread: ThreadKey, pages: Iterable[tuple[Page, int, int]]) -> int:
+        """Store (page, summary_tokens, background_tokens) triples atomically; return how many were new."""
+        items = list(pages)
+        if not items:
+            return 0
+        manifest, content = self._key(thread, "manifest"), self._key(thread, "content")
+        try:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                for page, summary_tokens, background_tokens in items:
+                    pipe.hsetnx(manifest, page.id, _manifest_json(page, summary_tokens, background_tokens))
+                    pipe.hsetnx(content, page.id, page.content)
+                results = await pipe.execute()
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
+        return sum(1 for added in results[::2] if added)
+
+    async def manifests(self, thread: ThreadKey, ids: Sequence[str]) -> dict[str, Manifest]:
+        """Manifests of the stored pages among `ids`."""
+        if not ids:
+            return {}
+        try:
+            raws = await self._redis.hmget(self._key(thread, "manifest"), list(ids))
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
+        return {page_id: _manifest(page_id, raw) for page_id, raw in zip(ids, raws) if raw is not None}
+
+    async def pages(self, thread: ThreadKey, ids: Sequence[str]) -> dict[str, Page]:
+        """Full pages (content included) of the stored pages among `ids`."""
+        if not ids:
+            return {}
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.hmget(self._key(thread, "manifest"), list(ids))
+                pipe.hmget(self._key(thread, "content"), list(ids))
+                raws, contents = await pipe.execute()
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
+        return {
+            page_id: _manifest(page_id, raw, content or "").page
+            for page_id, raw, content in zip(ids, raws, contents)
+            if raw is not None
+        }
+
+    async def parents(self, thread: ThreadKey, ids: Sequence[str]) -> dict[str, str]:
+        """The containing consolidated page of each of `ids` that has one."""
+        if not ids:
+            return {}
+        try:
+            raws = await self._redis.hmget(self._key(thread, "parent"), list(ids))
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
+        return {page_id: parent for page_id, parent in zip(ids, raws) if parent is not None}
+
+    async def page_count(self, thread: ThreadKey) -> int:
+        try:
+            return int(await self._redis.hlen(self._key(thread, "manifest")))
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
+
+    async def focus(self, thread: ThreadKey) -> tuple[dict[str, View], tuple[Step, ...]]:
+        """The thread's persisted views and reasoning trace."""
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.hgetall(self._key(thread, "views"))
+                pipe.lrange(self._key(thread, "trace"), 0, -1)
+                views, trace = await pipe.execute()
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
+        steps = []
+        for raw in trace:
+            data = json.loads(raw)
+            steps.append(Step(data["action"], data["target"], data["reason"], datetime.fromisoformat(data["time"])))
+        return {page_id: View(view) for page_id, view in views.items()}, tuple(steps)
+
+    async def save_focus(
+        self, thread: ThreadKey, views: Mapping[str, View], new_steps: Sequence[Step], trace_limit: int
+    ) -> None:
+        """Replace the thread's views and append steps to its trace (trimmed to `trace_limit`)."""
+        views_key, trace_key = self._key(thread, "views"), self._key(thread, "trace")
+        try:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.delete(views_key)
+                if views:
+                    pipe.hset(views_key, mapping={page_id: view.value for page_id, view in views.items()})
+                if new_steps:
+                    pipe.rpush(trace_key, *(_step_json(step) for step in new_steps))
+                    pipe.ltrim(trace_key, -trace_limit, -1) if trace_limit else pipe.delete(trace_key)
+                await pipe.execute()
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
+
+
+def _step_json(step: Step) -> str:
+    return json.dumps(
+        {"action": step.action, "target": step.target, "reason": step.reason, "time": step.time.isoformat()},
+        ensure_ascii=False,
+    )

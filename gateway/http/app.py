@@ -17,7 +17,8 @@ from starlette.routing import Route
 
 from gateway.errors import GatewayError, InvalidRequest, PayloadTooLarge
 from gateway.http.validation import parse_chat_request
-from gateway.service.chat import KEEPALIVE, ChatService, StreamItem
+from gateway.service.chat import ChatService, Comment, StreamItem
+from gateway.service.request import RequestMeta
 
 __all__ = ["create_app", "AppState"]
 
@@ -61,8 +62,8 @@ async def _sse_body(first: StreamItem, items: AsyncIterator[StreamItem]) -> Asyn
     item: StreamItem | None = first
     try:
         while True:
-            if item is KEEPALIVE:
-                yield b": keep-alive\n\n"
+            if isinstance(item, Comment):
+                yield b": " + item.text.encode() + b"\n\n"
             elif isinstance(item, dict):
                 yield _sse(item)
             try:
@@ -88,7 +89,7 @@ def create_app(
     async def chat_completions(request: Request) -> Response:
         assert state.chat is not None
         body = await _read_body(request, state.max_body_bytes)
-        chat_request = parse_chat_request(body, state.models)
+        chat_request = parse_chat_request(body, state.models, _meta(request))
         started = time.perf_counter()
         if not chat_request.stream:
             completion = await state.chat.complete(chat_request)
@@ -138,6 +139,16 @@ def create_app(
         routes=routes,
         lifespan=lifespan,
         exception_handlers={GatewayError: on_gateway_error, HTTPException: on_http_error, Exception: on_unexpected},
+    )
+
+
+def _meta(request: Request) -> RequestMeta:
+    headers = request.headers
+    return RequestMeta(
+        authorization=headers.get("authorization"),
+        thread=headers.get("x-pcp-thread"),
+        time=headers.get("x-pcp-time"),
+        pcp_off=headers.get("x-pcp-mode", "").strip().lower() == "off",
     )
 
 

@@ -11,7 +11,7 @@ from collections.abc import Collection
 from typing import Any
 
 from gateway.errors import InvalidRequest, ModelNotFound
-from gateway.service.request import ChatRequest
+from gateway.service.request import ChatRequest, RequestMeta
 
 __all__ = ["parse_chat_request"]
 
@@ -49,7 +49,7 @@ def _check_message(index: int, message: Any) -> None:
                 )
 
 
-def parse_chat_request(body: bytes, models: Collection[str]) -> ChatRequest:
+def parse_chat_request(body: bytes, models: Collection[str], meta: RequestMeta | None = None) -> ChatRequest:
     """Parse and validate a request body; raise InvalidRequest / ModelNotFound."""
     try:
         data = json.loads(body)
@@ -84,4 +84,4 @@ def parse_chat_request(body: bytes, models: Collection[str]) -> ChatRequest:
     if model not in models:
         raise ModelNotFound(f"the model {model!r} does not exist; known models: {', '.join(models)}", param="model")
     params = {k: v for k, v in data.items() if k not in ("model", "messages", "stream")}
-    return ChatRequest(model=model, messages=messages, stream=stream, params=params)
+    return ChatRequest(model=model, messages=messages, stream=stream, params=params, meta=meta or RequestMeta())

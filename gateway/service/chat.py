@@ -1,32 +1,33 @@
 """The chat-completion use case.
 
-`ChatService` takes a validated request and returns either a complete OpenAI
-response or a stream of chunks, plus the headers the edge should send. It owns the
-decision of what goes upstream; the edge owns the wire format.
+`ChatService` takes a validated request and returns either a complete OpenAI response
+or a stream of chunks, plus the headers the edge should send. Paged mode replaces the
+raw history with a Paged Context and resolves the zoom rounds; pass-through mode
+(`X-PCP-Mode: off`, `pcp.enabled: false`, or `model_info.pcp_enabled: false`) forwards
+the request untouched and stores nothing. A user message of exactly `/save` is
+answered by the gateway itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
+from gateway.adapters.redis_store import RedisStore, ThreadKey
 from gateway.adapters.upstream import Upstream
+from gateway.config import GatewayConfig
+from gateway.core import TokenCounter, message_text, split_blocks
+from gateway.service.context import SAVE_COMMAND, ContextBuilder
+from gateway.service.identity import request_time, tenant_of, thread_of
+from gateway.service.paged import PagedChat, pcp_headers
 from gateway.service.request import ChatRequest
+from gateway.service.stream_items import KEEPALIVE, Comment, StreamItem
 
-__all__ = ["ChatService", "Completion", "CompletionStream", "KEEPALIVE"]
-
-
-class _KeepAlive:
-    """Marker in a stream: nothing to send yet, keep the connection alive."""
-
-    def __repr__(self) -> str:
-        return "KEEPALIVE"
-
-
-KEEPALIVE = _KeepAlive()
-
-StreamItem = dict[str, Any] | _KeepAlive
+__all__ = ["ChatService", "Completion", "CompletionStream", "KEEPALIVE", "Comment", "StreamItem"]
 
 
 @dataclass
@@ -43,19 +44,112 @@ class CompletionStream:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-class ChatService:
-    """Forwards chat requests upstream."""
+def _is_save(request: ChatRequest) -> bool:
+    last = request.messages[-1]
+    return last.get("role") == "user" and message_text(last).strip() == SAVE_COMMAND
 
-    def __init__(self, upstream: Upstream) -> None:
+
+class ChatService:
+    """Routes each request to pass-through, the `/save` command, or paged memory."""
+
+    def __init__(self, upstream: Upstream, store: RedisStore, config: GatewayConfig, clock: Callable[[], datetime] | None = None) -> None:
         self._upstream = upstream
+        self._store = store
+        self._config = config
+        self._clock = clock
+        self._builder = ContextBuilder(store, config.pcp, TokenCounter.for_model, upstream.context_window)
+        self._paged = PagedChat(store, upstream, config.pcp)
+
+    def _paged_mode(self, request: ChatRequest) -> bool:
+        if request.meta.pcp_off or not self._config.pcp.enabled:
+            return False
+        return all(entry.model_info.get("pcp_enabled", True) is not False for entry in self._config.entries_for(request.model))
+
+    def _thread(self, request: ChatRequest) -> tuple[ThreadKey, ChatRequest]:
+        """The request's thread, and the request without `metadata.pcp_thread`."""
+        tenant = tenant_of(request.meta.authorization)
+        metadata = request.params.get("metadata")
+        hint = metadata.get("pcp_thread") if isinstance(metadata, dict) else None
+        thread = ThreadKey(tenant, thread_of(request.meta.thread, hint, tenant, request.messages))
+        if isinstance(metadata, dict) and "pcp_thread" in metadata:
+            rest = {k: v for k, v in metadata.items() if k != "pcp_thread"}
+            params = {k: v for k, v in request.params.items() if k != "metadata"} | ({"metadata": rest} if rest else {})
+            request = replace(request, params=params)
+        return thread, request
 
     async def complete(self, request: ChatRequest) -> Completion:
-        body = await self._upstream.complete(request.model, request.upstream_params())
-        return Completion(body=body)
+        thread, request = self._thread(request)
+        if not self._paged_mode(request):
+            body = await self._upstream.complete(request.model, request.upstream_params())
+            return Completion(body=body, headers={"x-pcp-thread": thread.thread, "x-pcp-mode": "off"})
+        now = request_time(request.meta.time, self._clock() if self._clock else None)
+        if _is_save(request):
+            text, headers = await self._save(request, thread, now)
+            return Completion(body=_local_completion(request.model, text), headers=headers)
+        context = await self._builder.build(request.model, request.messages, request.params.get("tools") or [], thread, now)
+        body, rounds = await self._paged.complete(request, context)
+        return Completion(body=body, headers={**pcp_headers(context), "x-pcp-rounds": str(rounds)})
 
     def stream(self, request: ChatRequest) -> CompletionStream:
-        return CompletionStream(items=self._forward(request))
+        result = CompletionStream(items=_empty())
+        result.items = self._stream(request, result.headers)
+        return result
 
-    async def _forward(self, request: ChatRequest) -> AsyncIterator[StreamItem]:
-        async for chunk in self._upstream.stream(request.model, request.upstream_params()):
-            yield chunk
+    async def _stream(self, request: ChatRequest, headers: dict[str, str]) -> AsyncIterator[StreamItem]:
+        thread, request = self._thread(request)
+        headers["x-pcp-thread"] = thread.thread
+        if not self._paged_mode(request):
+            headers["x-pcp-mode"] = "off"
+            async for chunk in self._upstream.stream(request.model, request.upstream_params()):
+                yield chunk
+            return
+        now = request_time(request.meta.time, self._clock() if self._clock else None)
+        if _is_save(request):
+            text, save_headers = await self._save(request, thread, now)
+            headers.update(save_headers)
+            for chunk in _local_chunks(request.model, text, request.include_usage):
+                yield chunk
+            return
+        context = await self._builder.build(request.model, request.messages, request.params.get("tools") or [], thread, now)
+        headers.update(pcp_headers(context))
+        async for item in self._paged.stream(request, context):
+            yield item
+
+    async def _save(self, request: ChatRequest, thread: ThreadKey, now: datetime) -> tuple[str, dict[str, str]]:
+        """`/save`: ingest what is sealed; consolidation does not exist yet, and the reply says so."""
+        blocks = [b for b in split_blocks(request.messages).blocks if b.anchor_text.strip() != SAVE_COMMAND]
+        await self._builder.ingest(thread, blocks, now)
+        total = await self._store.page_count(thread)
+        text = (
+            f"Saved: this thread ({thread.thread}) has {total} stored page{'s' if total != 1 else ''}. "
+            "Nothing was consolidated: this version of the gateway stores every finished exchange as a page "
+            "but has no consolidator yet, so /save has nothing more to flush."
+        )
+        return text, {"x-pcp-thread": thread.thread, "x-pcp-rounds": "0", "x-pcp-pages": f"0/{total}"}
+
+
+async def _empty() -> AsyncIterator[StreamItem]:
+    return
+    yield  # pragma: no cover
+
+
+def _local_completion(model: str, text: str) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-pcp-{uuid.uuid4().hex[:24]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+    }
+
+
+def _local_chunks(model: str, text: str, include_usage: bool) -> list[dict[str, Any]]:
+    base = {"id": f"chatcmpl-pcp-{uuid.uuid4().hex[:24]}", "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
+    chunks: list[dict[str, Any]] = [
+        {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": None}]},
+        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+    if include_usage:
+        chunks.append({**base, "choices": [], "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}})
+    return chunks

@@ -5,7 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ChatRequest"]
+__all__ = ["ChatRequest", "RequestMeta"]
+
+
+@dataclass(frozen=True)
+class RequestMeta:
+    """What the edge read from the request's headers."""
+
+    authorization: str | None = None
+    thread: str | None = None
+    time: str | None = None
+    pcp_off: bool = False
 
 
 @dataclass(frozen=True)
@@ -16,6 +26,7 @@ class ChatRequest:
     messages: list[dict[str, Any]]
     stream: bool
     params: dict[str, Any] = field(default_factory=dict)
+    meta: RequestMeta = field(default_factory=RequestMeta)
 
     @property
     def include_usage(self) -> bool:

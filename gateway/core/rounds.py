@@ -1,0 +1,197 @@
+"""The Consult/Shelve loop as a sans-IO generator (PCP §VI; DESIGN §2 step 10).
+
+:func:`zoom_rounds` decides, round by round, what the gateway asks the model and how it answers the model's
+zoom calls, without doing any IO itself. It yields effects and receives their results:
+
+- :class:`ModelCall` → the driver calls the model and sends back the assistant message (an OpenAI message
+  mapping: ``content``, ``tool_calls``);
+- :class:`NeedPages` → the driver loads those pages (with content) and sends back ``Mapping[id, Page]``.
+
+It returns a :class:`RoundsOutcome` (via ``StopIteration.value``): the reply for the client with the zoom calls
+stripped, how many model calls were made, and the new views and trace. Everything already sent stays
+byte-identical across rounds: a round only appends the assistant's zoom calls and one tool result per call, which
+carries the affected nodes rendered in their new views. After ``max_rounds`` rounds that offered the zoom tools,
+one last call is made without them; zoom calls the model makes anyway are dropped from its reply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from gateway.core.pages import Page
+from gateway.core.render import NodeSpec, render_node
+from gateway.core.tools import ToolArgError, parse_zoom_arguments
+from gateway.core.trace import Step, append_steps, steps_for_call
+from gateway.core.views import PageTree, View, ViewState, consult, shelve, view_of
+
+__all__ = ["ModelCall", "NeedPages", "RoundsOutcome", "ZoomNames", "zoom_rounds", "split_calls"]
+
+
+@dataclass(frozen=True)
+class ZoomNames:
+    """The names under which Consult and Shelve are offered to the model."""
+
+    consult: str = "Consult"
+    shelve: str = "Shelve"
+
+    def __contains__(self, name: object) -> bool:
+        return name in (self.consult, self.shelve)
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """Ask the model: ``messages`` is the whole conversation for this round; ``offer_zoom`` says whether the
+    zoom tools are offered (the client's own tools always are)."""
+
+    messages: tuple[Mapping[str, Any], ...]
+    offer_zoom: bool
+    round: int
+
+
+@dataclass(frozen=True)
+class NeedPages:
+    """Load these pages, with their content."""
+
+    ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RoundsOutcome:
+    """The end of the loop. ``reply`` is the final assistant message with zoom calls removed; ``touched`` the
+    ids whose view the model's calls changed (cascades included)."""
+
+    reply: Mapping[str, Any]
+    rounds: int
+    state: ViewState
+    steps: tuple[Step, ...]
+    touched: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Setup:
+    tree: PageTree
+    names: ZoomNames
+    now: datetime
+    trace_limit: int
+
+
+@dataclass
+class _Progress:
+    state: ViewState
+    steps: tuple[Step, ...]
+    touched: dict[str, None] = field(default_factory=dict)
+
+
+def split_calls(message: Mapping[str, Any], names: ZoomNames) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The message's tool calls, split into (zoom calls, client calls), each in order."""
+    calls = message.get("tool_calls") or []
+    ours = [dict(c) for c in calls if isinstance(c, Mapping) and _call_name(c) in names]
+    theirs = [dict(c) for c in calls if isinstance(c, Mapping) and _call_name(c) not in names]
+    return ours, theirs
+
+
+def _call_name(call: Mapping[str, Any]) -> str | None:
+    function = call.get("function")
+    name = function.get("name") if isinstance(function, Mapping) else None
+    return name if isinstance(name, str) else None
+
+
+def _without_zoom(message: Mapping[str, Any], theirs: list[dict[str, Any]]) -> dict[str, Any]:
+    reply = {k: v for k, v in message.items() if k != "tool_calls"}
+    if theirs:
+        reply["tool_calls"] = theirs
+    return reply
+
+
+def _apply(call: Mapping[str, Any], setup: _Setup, progress: _Progress) -> tuple[str, tuple[str, ...]]:
+    """Apply one zoom call; return its plain-language result and the ids to show in their new views."""
+    function = call.get("function")
+    assert isinstance(function, Mapping)  # split_calls only passes calls with a named function
+    name = str(function.get("name"))
+    args = parse_zoom_arguments(function.get("arguments") or "", tool=name)
+    if isinstance(args, ToolArgError):
+        return args.message, ()
+    move = consult if name == setup.names.consult else shelve
+    result = move(progress.state, setup.tree, args.ids)
+    progress.state = result.state
+    progress.touched.update(dict.fromkeys(result.changed))
+    action = "Consult" if move is consult else "Shelve"
+    progress.steps = append_steps(progress.steps, steps_for_call(action, args.ids, args.reason, setup.now), setup.trace_limit)
+    shown = tuple(page_id for page_id in args.ids if page_id in setup.tree)
+    return "\n".join(result.messages), shown
+
+
+def _needed(tree: PageTree, state: ViewState, ids: Sequence[str]) -> tuple[str, ...]:
+    """Every page a rendering of ``ids`` in their views touches (children of Unpacked ones, recursively)."""
+    found: dict[str, None] = {}
+    stack = list(reversed(ids))
+    while stack:
+        page_id = stack.pop()
+        if page_id in found:
+            continue
+        found[page_id] = None
+        if view_of(state, page_id) is View.UNPACKED:
+            stack.extend(reversed(tree.kids(page_id)))
+    return tuple(found)
+
+
+def _node(tree: PageTree, state: ViewState, pages: Mapping[str, Page], page_id: str) -> NodeSpec:
+    view = view_of(state, page_id)
+    if view is View.UNPACKED:
+        return NodeSpec(pages[page_id], view, tuple(_node(tree, state, pages, kid) for kid in tree.kids(page_id)))
+    return NodeSpec(pages[page_id], view)
+
+
+def zoom_rounds(
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    tree: PageTree,
+    state: ViewState,
+    steps: tuple[Step, ...],
+    names: ZoomNames,
+    now: datetime,
+    max_rounds: int,
+    trace_limit: int = 20,
+) -> Generator[ModelCall | NeedPages, Any, RoundsOutcome]:
+    """Drive the rounds of one request (see the module docstring). ``max_rounds`` >= 0."""
+    setup = _Setup(tree, names, now, trace_limit)
+    progress = _Progress(state, steps)
+    conversation = list(messages)
+    round_number = 0
+    while True:
+        round_number += 1
+        offer = round_number <= max_rounds
+        message: Mapping[str, Any] = yield ModelCall(tuple(conversation), offer, round_number)
+        ours, theirs = split_calls(message, names)
+        if ours and offer and theirs:
+            for call in ours:  # resolved here; the client gets its own calls and comes back with their results
+                _apply(call, setup, progress)
+        if not ours or not offer or theirs:
+            return RoundsOutcome(_without_zoom(message, theirs), round_number, progress.state, progress.steps, tuple(progress.touched))
+        results = yield from _answer_zoom_calls(ours, setup, progress)
+        conversation.append({"role": "assistant", "content": message.get("content"), "tool_calls": ours})
+        conversation.extend(results)
+
+
+def _answer_zoom_calls(
+    calls: list[dict[str, Any]], setup: _Setup, progress: _Progress
+) -> Generator[NeedPages, Any, list[dict[str, Any]]]:
+    """Apply the calls in order, then render the nodes they touched; one tool message per call."""
+    outcomes = [_apply(call, setup, progress) for call in calls]
+    shown = [page_id for _, ids in outcomes for page_id in ids]
+    needed = _needed(setup.tree, progress.state, list(dict.fromkeys(shown)))
+    pages: Mapping[str, Page] = (yield NeedPages(needed)) if needed else {}
+    rendered: dict[str, str] = {}
+    results = []
+    for call, (text, ids) in zip(calls, outcomes):
+        nodes = []
+        for page_id in ids:
+            if page_id not in rendered and page_id in pages:
+                rendered[page_id] = render_node(_node(setup.tree, progress.state, pages, page_id)).rstrip("\n")
+                nodes.append(rendered[page_id])
+        content = text if not nodes else text + "\n" + "\n".join(nodes)
+        results.append({"role": "tool", "tool_call_id": call.get("id", ""), "content": content})
+    return results

@@ -1,0 +1,254 @@
+"""Ingest a request's history and build the first round's upstream messages (DESIGN §2 steps 2–9).
+
+Sealed Logical Blocks become Original Pages (only the ones the store does not have yet
+are summarized and counted, so the cost of a request does not grow with what was
+already ingested). The candidate pool is the pages of this request's own history that
+the skeleton does not already show verbatim; the budget function decides each page's
+view, checked against the real rendering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from gateway.adapters.redis_store import Manifest, RedisStore, ThreadKey
+from gateway.config import PcpSettings
+from gateway.core import (
+    Block,
+    Candidate,
+    ContextWindowExceeded,
+    FitResult,
+    Page,
+    PageTree,
+    PageType,
+    RenderInput,
+    Step,
+    TokenCounter,
+    View,
+    ViewState,
+    background_line,
+    consult_schema,
+    fit_rendered,
+    message_text,
+    nodes_from_state,
+    normalize,
+    original_page,
+    page_id,
+    render_context,
+    shelve_schema,
+    split_blocks,
+    view_of,
+)
+from gateway.core.rounds import ZoomNames
+from gateway.errors import ContextLengthExceeded, InvalidRequest
+from gateway.service.relevance import lexical_relevance, query_terms
+
+__all__ = ["PagedContext", "ContextBuilder", "SAVE_COMMAND", "zoom_names"]
+
+SAVE_COMMAND = "/save"
+DETAIL_PICKS = 3  # pages the relevance signal may open in Detail on its own
+DETAIL_MIN_RELEVANCE = 0.3
+
+
+@dataclass(frozen=True)
+class PagedContext:
+    """Everything the rounds need, and what the response headers report."""
+
+    thread: ThreadKey
+    now: datetime
+    messages: tuple[Mapping[str, Any], ...]
+    names: ZoomNames
+    zoom_tools: tuple[dict[str, Any], ...]
+    tree: PageTree
+    state: ViewState  # the views as rendered this turn: where the model's zoom starts
+    persisted: Mapping[str, View]  # the thread's own zoom state, before this turn
+    steps: tuple[Step, ...]
+    shown: int
+    total: int
+    prompt_tokens: int
+    history_tokens: int
+    over_budget: bool
+
+
+def zoom_names(client_tools: Sequence[Any]) -> ZoomNames:
+    """`pcp_consult` / `pcp_shelve`, suffixed until no client tool has the same name."""
+    taken = {
+        t.get("function", {}).get("name") for t in client_tools if isinstance(t, dict) and isinstance(t.get("function"), dict)
+    }
+    suffix = ""
+    n = 0
+    while f"pcp_consult{suffix}" in taken or f"pcp_shelve{suffix}" in taken:
+        n += 1
+        suffix = f"_{n}"
+    return ZoomNames(consult=f"pcp_consult{suffix}", shelve=f"pcp_shelve{suffix}")
+
+
+def _query(tail: Sequence[Mapping[str, Any]]) -> str:
+    users = [message_text(m) for m in tail if m.get("role") == "user"]
+    return users[-1] if users else ""
+
+
+def _system_text(system: Sequence[Mapping[str, Any]], xml: str) -> str:
+    client = "\n\n".join(text for text in (message_text(m) for m in system) if text)
+    return f"{client}\n\n{xml}" if client else xml
+
+
+class ContextBuilder:
+    """Builds a PagedContext for one request from the store and the pcp settings."""
+
+    def __init__(
+        self,
+        store: RedisStore,
+        settings: PcpSettings,
+        counter_for: Callable[[str], TokenCounter],
+        window_for: Callable[[str], int | None],
+    ) -> None:
+        self._store = store
+        self._settings = settings
+        self._counter_for = counter_for
+        self._window_for = window_for
+        self._ingest_counter = TokenCounter()
+
+    async def ingest(self, thread: ThreadKey, blocks: Sequence[Block], now: datetime) -> list[str]:
+        """Store the blocks' pages that are new; return every block's page id, in order."""
+        ids = [page_id(block.text) for block in blocks]
+        missing = set(await self._store.missing(thread, ids))
+        fresh: dict[str, tuple[Page, int, int]] = {}
+        count = self._ingest_counter.count
+        for block, block_id in zip(blocks, ids):
+            if block_id in missing and block_id not in fresh:
+                page = original_page(block, now, count)
+                fresh[block_id] = (page, count(page.summary), count(background_line(page)))
+        await self._store.add_pages(thread, fresh.values())
+        return ids
+
+    async def _tree(self, thread: ThreadKey, pool: Sequence[str], history: set[str]) -> tuple[PageTree, dict[str, Manifest]]:
+        """The top-level pages covering `pool`: a consolidated page stands for its children when every
+        original page under it belongs to this request's history (pages of other branches never show)."""
+        manifests = await self._store.manifests(thread, pool)
+        roots = [page for page in pool if page in manifests]
+        while True:
+            parents = await self._store.parents(thread, roots)
+            wanted = sorted({p for p in parents.values() if p not in manifests})
+            manifests.update(await self._store.manifests(thread, wanted))
+            lifted: list[str] = []
+            changed = False
+            for page in roots:
+                parent = parents.get(page)
+                if parent in manifests and self._covered(parent, manifests, history):
+                    if parent not in lifted:
+                        lifted.append(parent)
+                    changed = True
+                else:
+                    lifted.append(page)
+            roots = [r for r in dict.fromkeys(lifted) if not any(p != r and r in manifests[p].page.source_ids for p in lifted)]
+            if not changed:
+                break
+        pages = [m.page for m in manifests.values()]
+        return PageTree.from_pages(pages, roots), manifests
+
+    def _covered(self, page: str, manifests: Mapping[str, Manifest], history: set[str]) -> bool:
+        manifest = manifests.get(page)
+        if manifest is None:
+            return False
+        if manifest.page.type is PageType.ORIGINAL:
+            return page in history
+        return all(self._covered(child, manifests, history) for child in manifest.page.source_ids)
+
+    async def build(self, model: str, messages: Sequence[Mapping[str, Any]], tools: Sequence[Any], thread: ThreadKey, now: datetime) -> PagedContext:
+        settings = self._settings
+        try:
+            segmentation = split_blocks(messages)
+        except ValueError as exc:
+            raise InvalidRequest(str(exc), param="messages") from exc
+        blocks = [b for b in segmentation.blocks if b.anchor_text.strip() != SAVE_COMMAND]
+        ids = await self.ingest(thread, blocks, now)
+        cut = max(len(blocks) - settings.recent_turns, 0)
+        recent_ids = set(ids[cut:])
+        pool = [i for i in dict.fromkeys(ids[:cut]) if i not in recent_ids]
+        tree, manifests = await self._tree(thread, pool, set(ids))
+        persisted, steps = await self._store.focus(thread)
+        state = normalize({k: v for k, v in persisted.items() if k in tree}, tree)
+
+        query = _query(segmentation.tail)
+        roots = [manifests[r] for r in tree.roots]
+        relevance = lexical_relevance(query_terms(query), (m.page for m in roots))
+        relevance.update({page: 1.0 for page in state if page in relevance})  # the model opened it: keep it open
+        picks = sorted((m for m in roots if relevance[m.page.id] >= DETAIL_MIN_RELEVANCE), key=lambda m: -relevance[m.page.id])
+        requested = {m.page.id: View.DETAIL for m in picks[:DETAIL_PICKS]}
+        requested.update({k: v for k, v in state.items() if k in tree.roots})
+        wanted = dict(state)
+        wanted.update(requested)
+        detail_ids = [i for i in tree.ids() if view_of(wanted, i) is View.DETAIL]
+        pages = {i: m.page for i, m in manifests.items()}
+        pages.update(await self._store.pages(thread, detail_ids))
+
+        candidates = [self._candidate(m, relevance[m.page.id], view_of(requested, m.page.id), tree, manifests, wanted) for m in roots]
+        names = zoom_names(tools)
+        counter = self._counter_for(model)
+        live: list[Mapping[str, Any]] = [m for b in blocks[cut:] for m in b.messages] + list(segmentation.tail)
+
+        def compose(result: FitResult | None) -> list[Mapping[str, Any]]:
+            views = dict(result.views) if result else {}
+            background = tuple(background_line(pages[i]) for i in (result.background_ids if result else ()))
+            nodes = nodes_from_state(tree, wanted, pages, roots=[r for r in tree.roots if r in views], overrides=views)
+            xml = render_context(RenderInput(now=now, query=query, steps=steps, background=background, nodes=nodes, consult_name=names.consult, shelve_name=names.shelve))
+            return [{"role": "system", "content": _system_text(segmentation.system, xml)}, *live]
+
+        def measure(result: FitResult) -> int:
+            return counter.count_messages(compose(result))
+
+        try:
+            fit = fit_rendered(candidates, fixed_tokens=counter.count_messages(compose(None)), budget=settings.budget_tokens, now=now, measure=measure, window=self._window_for(model))
+        except ContextWindowExceeded as exc:
+            raise ContextLengthExceeded(
+                f"this request needs {exc.needed} tokens even with its history paged out, more than the model's "
+                f"context window of {exc.window} tokens (system prompt, recent turns and the current message are always sent)",
+                param="messages",
+            ) from exc
+        # What the model sees is where its zoom starts: the budget's views for the top-level pages (a page
+        # folded into the background is back in Summary), the wanted views below them.
+        shown_state = {k: v for k, v in wanted.items() if k not in tree.roots} | dict(fit.views)
+        history_tokens = sum(m.page.tokens for i, m in manifests.items() if i in set(ids)) + counter.count_messages(
+            [*segmentation.system, *live]
+        )
+        return PagedContext(
+            thread=thread,
+            now=now,
+            messages=tuple(compose(fit)),
+            names=names,
+            zoom_tools=(consult_schema(names.consult), shelve_schema(names.shelve)),
+            tree=tree,
+            state=normalize({k: v for k, v in shown_state.items() if v is not View.SUMMARY}, tree),
+            persisted=state,
+            steps=steps,
+            shown=len(fit.views),
+            total=await self._store.page_count(thread),
+            prompt_tokens=fit.total_tokens,
+            history_tokens=history_tokens,
+            over_budget=fit.over_budget,
+        )
+
+    def _candidate(
+        self, manifest: Manifest, relevance: float, view: View, tree: PageTree, manifests: Mapping[str, Manifest], wanted: ViewState
+    ) -> Candidate:
+        page = manifest.page
+        unpacked = None
+        if view is View.UNPACKED:
+            unpacked = sum(
+                manifests[kid].page.tokens if view_of(wanted, kid) is View.DETAIL else manifests[kid].summary_tokens
+                for kid in tree.kids(page.id)
+            ) + 40 * len(tree.kids(page.id))
+        return Candidate(
+            id=page.id,
+            relevance=relevance,
+            timestamp=page.timestamp,
+            summary_tokens=manifest.summary_tokens,
+            detail_tokens=page.tokens,
+            view=view,
+            background_tokens=manifest.background_tokens,
+            unpacked_tokens=unpacked,
+        )

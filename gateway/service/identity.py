@@ -1,0 +1,67 @@
+"""Who a request belongs to (tenant, thread) and what time it is for it.
+
+Thread precedence: the `X-PCP-Thread` header, then `metadata.pcp_thread` in the body,
+then a fingerprint of (tenant, first user message). The system prompt is deliberately
+left out of the fingerprint: IDE assistants fill it with volatile details (the time,
+open files) that would split one conversation into many threads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from gateway.core import message_text, utc
+from gateway.errors import InvalidRequest
+
+__all__ = ["tenant_of", "thread_of", "request_time"]
+
+_SAFE_THREAD = re.compile(r"[A-Za-z0-9._\-]{1,128}")
+
+
+def _digest(*parts: str, length: int = 16) -> str:
+    hasher = hashlib.sha256()
+    for part in parts:
+        hasher.update(part.encode("utf-8", "surrogatepass"))
+        hasher.update(b"\x00")
+    return hasher.hexdigest()[:length]
+
+
+def tenant_of(authorization: str | None) -> str:
+    """A stable, non-reversible tenant id from the client's API key ("anon" without one)."""
+    if not authorization:
+        return "anon"
+    scheme, _, key = authorization.partition(" ")
+    token = key.strip() if scheme.lower() == "bearer" else authorization.strip()
+    return "t" + _digest(token, length=12) if token else "anon"
+
+
+def _clean(thread: str) -> str:
+    """A thread id safe inside a Redis hash tag: kept when plain, hashed otherwise."""
+    return thread if _SAFE_THREAD.fullmatch(thread) else "h" + _digest(thread)
+
+
+def thread_of(header: str | None, metadata_thread: Any, tenant: str, messages: Sequence[Mapping[str, Any]]) -> str:
+    """The request's thread id (see the module docstring)."""
+    if header and header.strip():
+        return _clean(header.strip())
+    if isinstance(metadata_thread, str) and metadata_thread.strip():
+        return _clean(metadata_thread.strip())
+    first_user = next((message_text(m) for m in messages if m.get("role") == "user"), "")
+    return "f" + _digest(tenant, first_user)
+
+
+def request_time(header: str | None, clock: datetime | None = None) -> datetime:
+    """`X-PCP-Time` (ISO 8601; naive means UTC) or the clock's now."""
+    if header is None or not header.strip():
+        return clock if clock is not None else datetime.now(timezone.utc)
+    try:
+        return utc(datetime.fromisoformat(header.strip()))
+    except ValueError as exc:
+        raise InvalidRequest(
+            f"X-PCP-Time must be an ISO 8601 date-time such as 2026-02-14T10:30:00Z; got {header!r}",
+            param="X-PCP-Time",
+        ) from exc

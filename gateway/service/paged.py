@@ -1,0 +1,165 @@
+"""Paged chat: drive the zoom rounds of one request over the upstream, streamed or not.
+
+The decisions live in `gateway.core.rounds.zoom_rounds`; this module only performs its
+effects (model calls, page loads), sums usage over rounds, persists the thread's views
+and trace afterwards, and shapes the client's response.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Generator, Mapping
+from typing import Any
+
+from gateway.adapters.redis_store import RedisStore
+from gateway.adapters.upstream import Upstream
+from gateway.config import PcpSettings
+from gateway.core import View, settle
+from gateway.core.rounds import ModelCall, NeedPages, RoundsOutcome, zoom_rounds
+from gateway.service.context import PagedContext
+from gateway.service.request import ChatRequest
+from gateway.service.stream_items import KEEPALIVE, Comment, StreamItem
+from gateway.service.streaming import RoundStream, add_usage
+
+__all__ = ["PagedChat", "pcp_headers"]
+
+KEEPALIVE_SECONDS = 5.0
+_TEMPLATE_KEYS = ("id", "object", "created", "model", "system_fingerprint")
+_OWN_STREAM_KEYS = ("stream", "stream_options")
+
+
+def pcp_headers(context: PagedContext) -> dict[str, str]:
+    headers = {
+        "x-pcp-thread": context.thread.thread,
+        "x-pcp-pages": f"{context.shown}/{context.total}",
+        "x-pcp-prompt-tokens": str(context.prompt_tokens),
+        "x-pcp-history-tokens": str(context.history_tokens),
+    }
+    if context.over_budget:
+        headers["x-pcp-over-budget"] = "true"
+    return headers
+
+
+def _finish(reply: Mapping[str, Any], upstream_reason: str | None) -> str:
+    if reply.get("tool_calls"):
+        return "tool_calls"
+    if upstream_reason in (None, "tool_calls", "function_call"):
+        return "stop"
+    return upstream_reason
+
+
+class PagedChat:
+    """Runs a request whose context has been built."""
+
+    def __init__(self, store: RedisStore, upstream: Upstream, settings: PcpSettings) -> None:
+        self._store = store
+        self._upstream = upstream
+        self._settings = settings
+
+    def _rounds(self, request: ChatRequest, context: PagedContext) -> Generator[ModelCall | NeedPages, Any, RoundsOutcome]:
+        single_choice = request.params.get("n") in (None, 1)
+        return zoom_rounds(
+            context.messages,
+            tree=context.tree,
+            state=context.state,
+            steps=context.steps,
+            names=context.names,
+            now=context.now,
+            max_rounds=self._settings.max_rounds if single_choice else 0,
+            trace_limit=self._settings.trace_limit,
+        )
+
+    def _params(self, request: ChatRequest, context: PagedContext, call: ModelCall, stream: bool) -> dict[str, Any]:
+        params = {k: v for k, v in request.params.items() if k not in _OWN_STREAM_KEYS}
+        client_tools = list(request.params.get("tools") or [])
+        tools = client_tools + (list(context.zoom_tools) if call.offer_zoom else [])
+        if tools:
+            params["tools"] = tools
+        else:
+            for key in ("tools", "tool_choice", "parallel_tool_calls"):
+                params.pop(key, None)
+        params["messages"] = list(call.messages)
+        if stream:
+            params["stream_options"] = {"include_usage": True}
+        return params
+
+    async def _persist(self, context: PagedContext, outcome: RoundsOutcome) -> None:
+        """Keep the model's own zoom moves (not the budget's choices) for the next turns."""
+        views: dict[str, View] = dict(context.persisted)
+        for page_id in outcome.touched:
+            view = outcome.state.get(page_id, View.SUMMARY)
+            if view is View.SUMMARY:
+                views.pop(page_id, None)
+            else:
+                views[page_id] = view
+        settled = settle(views, context.tree).state
+        new_steps = outcome.steps[len(context.steps) :] if outcome.steps[: len(context.steps)] == context.steps else outcome.steps
+        await self._store.save_focus(context.thread, settled, new_steps, self._settings.trace_limit)
+
+    async def complete(self, request: ChatRequest, context: PagedContext) -> tuple[dict[str, Any], int]:
+        """The client's JSON response and the number of upstream calls it took."""
+        rounds = self._rounds(request, context)
+        effect = next(rounds)
+        usage: dict[str, int] = {}
+        body: dict[str, Any] = {}
+        while True:
+            if isinstance(effect, NeedPages):
+                effect = rounds.send(await self._store.pages(context.thread, effect.ids))
+                continue
+            body = await self._upstream.complete(request.model, self._params(request, context, effect, stream=False))
+            add_usage(usage, body.get("usage"))
+            choices = body.get("choices") or [{}]
+            try:
+                effect = rounds.send(choices[0].get("message") or {})
+            except StopIteration as stop:
+                outcome: RoundsOutcome = stop.value
+                break
+        await self._persist(context, outcome)
+        first = dict(choices[0])
+        first["message"] = outcome.reply
+        first["finish_reason"] = _finish(outcome.reply, choices[0].get("finish_reason"))
+        body = {**body, "choices": [first, *choices[1:]]}
+        if usage:
+            body["usage"] = {**(body.get("usage") or {}), **usage}
+        return body, outcome.rounds
+
+    async def stream(self, request: ChatRequest, context: PagedContext) -> AsyncIterator[StreamItem]:
+        """Chunks for the client, keep-alive comments between rounds, and a closing comment with the
+        number of rounds. The last round's text streams as it arrives."""
+        rounds = self._rounds(request, context)
+        effect = next(rounds)
+        usage: dict[str, int] = {}
+        template: dict[str, Any] = {}
+        sent_role = False
+        while True:
+            if isinstance(effect, NeedPages):
+                effect = rounds.send(await self._store.pages(context.thread, effect.ids))
+                continue
+            round_stream = RoundStream(context.names)
+            quiet_since = time.monotonic()
+            async for chunk in self._upstream.stream(request.model, self._params(request, context, effect, stream=True)):
+                template = template or {k: v for k, v in chunk.items() if k in _TEMPLATE_KEYS}
+                out = round_stream.feed(chunk)
+                delta = out["choices"][0]["delta"] if out is not None else {}
+                if sent_role:
+                    delta.pop("role", None)
+                if out is not None and delta:
+                    sent_role = sent_role or "role" in delta
+                    yield {**out, **template}
+                    quiet_since = time.monotonic()
+                elif time.monotonic() - quiet_since > KEEPALIVE_SECONDS:
+                    yield KEEPALIVE
+                    quiet_since = time.monotonic()
+            add_usage(usage, round_stream.usage)
+            try:
+                effect = rounds.send(round_stream.message())
+            except StopIteration as stop:
+                outcome: RoundsOutcome = stop.value
+                break
+            yield KEEPALIVE  # an internal round ended: keep the connection alive while the next one starts
+        await self._persist(context, outcome)
+        reason = _finish(outcome.reply, round_stream.finish_reason)
+        yield {**template, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": reason}]}
+        if request.include_usage:
+            yield {**template, "object": "chat.completion.chunk", "choices": [], "usage": usage}
+        yield Comment(f"x-pcp-rounds: {outcome.rounds}")
