@@ -1,0 +1,159 @@
+"""The zoom loop, driven step by step without any IO."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator, Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+
+from gateway.core.pages import Page, PageType
+from gateway.core.rounds import ModelCall, NeedPages, RoundsOutcome, ZoomNames, split_calls, zoom_rounds
+from gateway.core.trace import Step
+from gateway.core.views import PageTree, View
+
+NOW = datetime(2026, 2, 14, 10, 30, tzinfo=timezone.utc)
+NAMES = ZoomNames("pcp_consult", "pcp_shelve")
+
+
+def page(pid: str, kind: PageType = PageType.ORIGINAL, sources: tuple[str, ...] = ()) -> Page:
+    return Page(pid, kind, NOW, f"content of {pid}", f"summary of {pid}", ("kw",), 5, sources)
+
+
+A, B, C = "aaaaaaaa01", "bbbbbbbb02", "cccccccc03"
+PAGES = {A: page(A), B: page(B), C: page(C, PageType.CONSOLIDATED, (A, B))}
+FLAT = PageTree((A, B), {}, frozenset())
+NESTED = PageTree((C,), {C: (A, B)}, frozenset({C}))
+START = [{"role": "system", "content": "ctx"}, {"role": "user", "content": "q"}]
+
+
+def call(name: str, args: Any, cid: str = "c1") -> dict[str, Any]:
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
+
+
+def assistant(*calls: dict[str, Any], content: str | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = list(calls)
+    return message
+
+
+def drive(
+    gen: Generator[ModelCall | NeedPages, Any, RoundsOutcome], replies: list[dict[str, Any]]
+) -> tuple[list[ModelCall], list[NeedPages], RoundsOutcome]:
+    calls: list[ModelCall] = []
+    loads: list[NeedPages] = []
+    effect = next(gen)
+    answers = iter(replies)
+    while True:
+        if isinstance(effect, NeedPages):
+            loads.append(effect)
+            reply: Mapping[str, Any] = {i: PAGES[i] for i in effect.ids}
+        else:
+            calls.append(effect)
+            reply = next(answers)
+        try:
+            effect = gen.send(reply)
+        except StopIteration as stop:
+            return calls, loads, stop.value
+
+
+def rounds(tree: PageTree = FLAT, state: Mapping[str, View] | None = None, max_rounds: int = 3) -> Generator[ModelCall | NeedPages, Any, RoundsOutcome]:
+    return zoom_rounds(START, tree=tree, state=state or {}, steps=(), names=NAMES, now=NOW, max_rounds=max_rounds, trace_limit=5)
+
+
+def test_a_plain_answer_takes_one_round() -> None:
+    calls, loads, outcome = drive(rounds(), [assistant(content="hello")])
+    assert [c.offer_zoom for c in calls] == [True] and loads == []
+    assert outcome.reply == {"role": "assistant", "content": "hello"} and outcome.rounds == 1 and outcome.touched == ()
+
+
+def test_consult_opens_the_page_and_the_next_round_only_appends() -> None:
+    calls, loads, outcome = drive(rounds(), [assistant(call("pcp_consult", {"reason": "need it", "ids": [A]})), assistant(content="done")])
+    assert len(calls) == 2 and loads == [NeedPages((A,))]
+    first, second = calls
+    assert second.messages[: len(first.messages)] == first.messages
+    zoom_call, result = second.messages[len(first.messages) :]
+    assert zoom_call["role"] == "assistant" and zoom_call["tool_calls"][0]["function"]["name"] == "pcp_consult"
+    assert result["role"] == "tool" and result["tool_call_id"] == "c1"
+    assert "Summary → Detail" in result["content"]
+    assert f'<Node id="{A}" type="Original" view="Detail"' in result["content"] and "content of " + A in result["content"]
+    assert outcome.state == {A: View.DETAIL} and outcome.touched == (A,) and outcome.rounds == 2
+    assert outcome.steps == (Step("Consult", A, "need it", NOW),)
+
+
+def test_shelve_folds_and_renders_the_summary() -> None:
+    calls, _, outcome = drive(rounds(state={A: View.DETAIL}), [assistant(call("pcp_shelve", {"reason": "done", "ids": A})), assistant(content="ok")])
+    result = calls[1].messages[-1]["content"]
+    assert "Detail → Summary" in result and "<Summary>summary of " + A in result
+    assert outcome.state == {} and outcome.touched == (A,)
+
+
+def test_unpacking_a_container_shows_its_children() -> None:
+    calls, loads, outcome = drive(
+        rounds(NESTED, {C: View.DETAIL}), [assistant(call("pcp_consult", {"reason": "open", "ids": [C]})), assistant(content="ok")]
+    )
+    assert loads == [NeedPages((C, A, B))]
+    result = calls[1].messages[-1]["content"]
+    assert 'view="Unpacked"' in result and f'<Node id="{A}" type="Original" view="Summary"' in result
+    assert outcome.state == {C: View.UNPACKED}
+
+
+def test_unknown_ids_and_bad_arguments_are_answered_in_plain_words() -> None:
+    calls, loads, outcome = drive(
+        rounds(),
+        [assistant(call("pcp_consult", {"reason": "x", "ids": ["ffffffff99"]}, "c1"), call("pcp_shelve", "{broken", "c2")), assistant(content="ok")],
+    )
+    unknown, broken = calls[1].messages[-2:]
+    assert unknown["tool_call_id"] == "c1" and "no page with this id" in unknown["content"] and "<Node" not in unknown["content"]
+    assert broken["tool_call_id"] == "c2" and "not valid JSON" in broken["content"]
+    assert loads == [] and outcome.state == {}
+
+
+def test_parallel_zoom_calls_get_one_result_each_and_a_page_is_rendered_once() -> None:
+    calls, _, outcome = drive(
+        rounds(),
+        [assistant(call("pcp_consult", {"reason": "a", "ids": [A, B]}, "c1"), call("pcp_consult", {"reason": "again", "ids": [A]}, "c2")), assistant(content="ok")],
+    )
+    first, second = calls[1].messages[-2:]
+    assert first["content"].count("<Node") == 2 and "<Node" not in second["content"]
+    assert "already in Detail" in second["content"]
+    assert outcome.state == {A: View.DETAIL, B: View.DETAIL} and len(outcome.steps) == 3
+
+
+def test_mixed_calls_resolve_ours_and_return_theirs() -> None:
+    theirs = call("get_weather", {"city": "Oslo"}, "c2")
+    calls, loads, outcome = drive(rounds(), [assistant(call("pcp_consult", {"reason": "r", "ids": [A]}, "c1"), theirs, content="checking")])
+    assert len(calls) == 1 and loads == []
+    assert outcome.reply == {"role": "assistant", "content": "checking", "tool_calls": [theirs]}
+    assert outcome.state == {A: View.DETAIL} and outcome.steps[0].target == A
+
+
+def test_after_max_rounds_the_last_call_offers_no_zoom_and_stray_calls_are_dropped() -> None:
+    consult = assistant(call("pcp_consult", {"reason": "r", "ids": [A]}))
+    shelve = assistant(call("pcp_shelve", {"reason": "r", "ids": [A]}))
+    calls, _, outcome = drive(rounds(max_rounds=2), [consult, shelve, assistant(call("pcp_consult", {"reason": "r", "ids": [B]}), content="final")])
+    assert [c.offer_zoom for c in calls] == [True, True, False] and [c.round for c in calls] == [1, 2, 3]
+    assert outcome.reply == {"role": "assistant", "content": "final"} and outcome.rounds == 3
+    assert outcome.state == {} and outcome.touched == (A,)
+
+
+def test_no_rounds_offers_no_zoom_at_all() -> None:
+    calls, _, outcome = drive(rounds(max_rounds=0), [assistant(content="x")])
+    assert [c.offer_zoom for c in calls] == [False] and outcome.rounds == 1
+
+
+def test_the_trace_is_bounded() -> None:
+    replies = [assistant(call("pcp_consult", {"reason": f"r{i}", "ids": [A, B]})) for i in range(1)]
+    replies += [assistant(call("pcp_shelve", {"reason": "s", "ids": [A, B]})), assistant(call("pcp_consult", {"reason": "t", "ids": [A, B]}))]
+    _, _, outcome = drive(rounds(max_rounds=3), [*replies, assistant(content="ok")])
+    assert len(outcome.steps) == 5 and outcome.steps[-1].reason == "t"
+
+
+@pytest.mark.parametrize(("calls", "ours", "theirs"), [([], 0, 0), ([call("pcp_shelve", "{}"), call("x", "{}"), {"id": "z"}], 1, 2)])
+def test_split_calls(calls: list[dict[str, Any]], ours: int, theirs: int) -> None:
+    got = split_calls({"tool_calls": calls}, NAMES)
+    assert (len(got[0]), len(got[1])) == (ours, theirs)
+    assert "pcp_consult" in NAMES and "x" not in NAMES
