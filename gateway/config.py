@@ -76,7 +76,6 @@ class PcpSettings(_Strict):
     recent_turns: int = Field(default=2, ge=0)
     max_rounds: int = Field(default=4, ge=1)
     trace_limit: int = Field(default=20, ge=0)
-    lock_timeout_ms: int = Field(default=10_000, gt=0)
 
 
 class GatewayConfig(_Strict):
