@@ -148,6 +148,7 @@ def _meta(request: Request) -> RequestMeta:
         authorization=headers.get("authorization"),
         thread=headers.get("x-pcp-thread"),
         time=headers.get("x-pcp-time"),
+        budget=headers.get("x-pcp-budget"),
         pcp_off=headers.get("x-pcp-mode", "").strip().lower() == "off",
     )
 

@@ -21,8 +21,8 @@ from gateway.adapters.redis_store import RedisStore, ThreadKey
 from gateway.adapters.upstream import Upstream
 from gateway.config import GatewayConfig
 from gateway.core import TokenCounter, message_text, split_blocks
-from gateway.service.context import SAVE_COMMAND, ContextBuilder
-from gateway.service.identity import request_time, tenant_of, thread_of
+from gateway.service.context import SAVE_COMMAND, ContextBuilder, PagedContext
+from gateway.service.identity import request_budget, request_time, tenant_of, thread_of
 from gateway.service.paged import PagedChat, pcp_headers
 from gateway.service.request import ChatRequest
 from gateway.service.stream_items import KEEPALIVE, Comment, StreamItem
@@ -86,7 +86,7 @@ class ChatService:
         if _is_save(request):
             text, headers = await self._save(request, thread, now)
             return Completion(body=_local_completion(request.model, text), headers=headers)
-        context = await self._builder.build(request.model, request.messages, request.params.get("tools") or [], thread, now)
+        context = await self._build(request, thread, now)
         body, rounds = await self._paged.complete(request, context)
         return Completion(body=body, headers={**pcp_headers(context), "x-pcp-rounds": str(rounds)})
 
@@ -110,10 +110,15 @@ class ChatService:
             for chunk in _local_chunks(request.model, text, request.include_usage):
                 yield chunk
             return
-        context = await self._builder.build(request.model, request.messages, request.params.get("tools") or [], thread, now)
+        context = await self._build(request, thread, now)
         headers.update(pcp_headers(context))
         async for item in self._paged.stream(request, context):
             yield item
+
+    async def _build(self, request: ChatRequest, thread: ThreadKey, now: datetime) -> PagedContext:
+        budget = request_budget(request.meta.budget, self._config.pcp.budget_tokens)
+        tools = request.params.get("tools") or []
+        return await self._builder.build(request.model, request.messages, tools, thread, now, budget)
 
     async def _save(self, request: ChatRequest, thread: ThreadKey, now: datetime) -> tuple[str, dict[str, str]]:
         """`/save`: ingest what is sealed; consolidation does not exist yet, and the reply says so."""

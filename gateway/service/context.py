@@ -9,6 +9,7 @@ view, checked against the real rendering.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -71,6 +72,7 @@ class PagedContext:
     prompt_tokens: int
     history_tokens: int
     over_budget: bool
+    router_ms: float = 0.0
 
 
 def zoom_names(client_tools: Sequence[Any]) -> ZoomNames:
@@ -158,7 +160,9 @@ class ContextBuilder:
             return page in history
         return all(self._covered(child, manifests, history) for child in manifest.page.source_ids)
 
-    async def build(self, model: str, messages: Sequence[Mapping[str, Any]], tools: Sequence[Any], thread: ThreadKey, now: datetime) -> PagedContext:
+    async def build(
+        self, model: str, messages: Sequence[Mapping[str, Any]], tools: Sequence[Any], thread: ThreadKey, now: datetime, budget: int
+    ) -> PagedContext:
         settings = self._settings
         try:
             segmentation = split_blocks(messages)
@@ -174,12 +178,14 @@ class ContextBuilder:
         state = normalize({k: v for k, v in persisted.items() if k in tree}, tree)
 
         query = _query(segmentation.tail)
+        router_started = time.perf_counter()
         roots = [manifests[r] for r in tree.roots]
         relevance = lexical_relevance(query_terms(query), (m.page for m in roots))
         relevance.update({page: 1.0 for page in state if page in relevance})  # the model opened it: keep it open
         picks = sorted((m for m in roots if relevance[m.page.id] >= DETAIL_MIN_RELEVANCE), key=lambda m: -relevance[m.page.id])
         requested = {m.page.id: View.DETAIL for m in picks[:DETAIL_PICKS]}
         requested.update({k: v for k, v in state.items() if k in tree.roots})
+        router_ms = (time.perf_counter() - router_started) * 1000
         wanted = dict(state)
         wanted.update(requested)
         detail_ids = [i for i in tree.ids() if view_of(wanted, i) is View.DETAIL]
@@ -202,7 +208,7 @@ class ContextBuilder:
             return counter.count_messages(compose(result))
 
         try:
-            fit = fit_rendered(candidates, fixed_tokens=counter.count_messages(compose(None)), budget=settings.budget_tokens, now=now, measure=measure, window=self._window_for(model))
+            fit = fit_rendered(candidates, fixed_tokens=counter.count_messages(compose(None)), budget=budget, now=now, measure=measure, window=self._window_for(model))
         except ContextWindowExceeded as exc:
             raise ContextLengthExceeded(
                 f"this request needs {exc.needed} tokens even with its history paged out, more than the model's "
@@ -230,6 +236,7 @@ class ContextBuilder:
             prompt_tokens=fit.total_tokens,
             history_tokens=history_tokens,
             over_budget=fit.over_budget,
+            router_ms=router_ms,
         )
 
     def _candidate(

@@ -17,7 +17,7 @@ from typing import Any
 from gateway.core import message_text, utc
 from gateway.errors import InvalidRequest
 
-__all__ = ["tenant_of", "thread_of", "request_time"]
+__all__ = ["tenant_of", "thread_of", "request_time", "request_budget"]
 
 _SAFE_THREAD = re.compile(r"[A-Za-z0-9._\-]{1,128}")
 
@@ -65,3 +65,16 @@ def request_time(header: str | None, clock: datetime | None = None) -> datetime:
             f"X-PCP-Time must be an ISO 8601 date-time such as 2026-02-14T10:30:00Z; got {header!r}",
             param="X-PCP-Time",
         ) from exc
+
+
+MAX_BUDGET = 10_000_000
+
+
+def request_budget(header: str | None, default: int) -> int:
+    """`X-PCP-Budget` (a positive token count) or the configured budget."""
+    if header is None or not header.strip():
+        return default
+    value = header.strip()
+    if not value.isdigit() or not 0 < int(value) <= MAX_BUDGET:
+        raise InvalidRequest(f"X-PCP-Budget must be a whole number of tokens between 1 and {MAX_BUDGET}; got {header!r}", param="X-PCP-Budget")
+    return int(value)

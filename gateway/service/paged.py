@@ -34,6 +34,7 @@ def pcp_headers(context: PagedContext) -> dict[str, str]:
         "x-pcp-pages": f"{context.shown}/{context.total}",
         "x-pcp-prompt-tokens": str(context.prompt_tokens),
         "x-pcp-history-tokens": str(context.history_tokens),
+        "x-pcp-router-ms": f"{context.router_ms:.2f}",
     }
     if context.over_budget:
         headers["x-pcp-over-budget"] = "true"

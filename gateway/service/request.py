@@ -15,6 +15,7 @@ class RequestMeta:
     authorization: str | None = None
     thread: str | None = None
     time: str | None = None
+    budget: str | None = None
     pcp_off: bool = False
 
 

@@ -330,3 +330,15 @@ def test_zoom_tools_do_not_collide_with_a_client_tool_of_the_same_name(paged: Ga
     _client(paged, _thread()).chat.completions.create(model="fake-model", messages=_ask(conversation(4), "x"), tools=tools)  # type: ignore[arg-type]
     names = [t["function"]["name"] for t in upstream.chat_requests[-1].body["tools"]]  # type: ignore[index]
     assert names.count("pcp_consult") == 1 and "pcp_consult_1" in names and "pcp_shelve_1" in names
+
+
+def test_the_budget_can_be_set_per_request(paged: GatewayProcess, upstream: FakeUpstream) -> None:
+    messages = _ask(conversation(30), "tax forms?")
+    wide = _client(paged, _thread(), **{"X-PCP-Budget": "3000"}).chat.completions.with_raw_response.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+    narrow = _client(paged, _thread(), **{"X-PCP-Budget": "900"}).chat.completions.with_raw_response.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+    assert BUDGET < int(wide.headers["x-pcp-prompt-tokens"]) <= 3000
+    assert int(narrow.headers["x-pcp-prompt-tokens"]) <= 900
+    assert TokenCounter().count_messages(upstream.chat_requests[-1].body["messages"]) <= 900  # type: ignore[index]
+    assert float(narrow.headers["x-pcp-router-ms"]) >= 0
+    bad = httpx.post(paged.base_url + "/chat/completions", json={"model": "fake-model", "messages": messages}, headers={"X-PCP-Budget": "lots"})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "X-PCP-Budget"
