@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from starlette.applications import Starlette
 
 from gateway.adapters.embedded_redis import EmbeddedRedis
+from gateway.adapters.embedder import MiniLMEmbedder
 from gateway.adapters.redis_store import RedisStore, open_redis
 from gateway.adapters.upstream import LiteLLMUpstream, Upstream
 from gateway.config import GatewayConfig
@@ -37,6 +38,7 @@ def build_app(config: GatewayConfig, *, upstream: Upstream | None = None) -> Sta
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         embedded: EmbeddedRedis | None = None
+        embedder = MiniLMEmbedder(quantized=config.pcp.embedding_int8) if config.pcp.embeddings else None
         url = redis_url_for(config)
         if url is None:
             embedded = EmbeddedRedis(config.store.data_dir)
@@ -46,13 +48,17 @@ def build_app(config: GatewayConfig, *, upstream: Upstream | None = None) -> Sta
             if not await store.ping():
                 log.warning("redis at %s does not answer yet; /healthz will say so", url)
             state.ping = store.ping
-            state.chat = ChatService(upstream or LiteLLMUpstream(config), store, config)
+            if embedder is not None:
+                embedder.start_loading()
+            state.chat = ChatService(upstream or LiteLLMUpstream(config), store, config, embedder)
             log.info("serving models: %s", ", ".join(config.model_names))
             yield
         finally:
             state.chat = None
             state.ping = None
             await store.close()
+            if embedder is not None:
+                embedder.close()
             if embedded is not None:
                 embedded.stop()
                 log.info("embedded redis stopped")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from gateway.errors import ConfigError
 
@@ -76,6 +76,12 @@ class PcpSettings(_Strict):
     recent_turns: int = Field(default=2, ge=0)
     max_rounds: int = Field(default=4, ge=1)
     trace_limit: int = Field(default=20, ge=0)
+    router_model: str | None = None
+    router_timeout_ms: int = Field(default=1500, gt=0)
+    shortlist: int = Field(default=24, ge=1)
+    detail_picks: int = Field(default=3, ge=0)
+    embeddings: bool = True
+    embedding_int8: bool = True
 
 
 class GatewayConfig(_Strict):
@@ -85,6 +91,12 @@ class GatewayConfig(_Strict):
     store: StoreSettings = StoreSettings()
     pcp: PcpSettings = PcpSettings()
     source: Path | None = None
+
+    @model_validator(mode="after")
+    def _router_model_is_listed(self) -> GatewayConfig:
+        if self.pcp.router_model is not None and self.pcp.router_model not in self.model_names:
+            raise ValueError(f"pcp.router_model {self.pcp.router_model!r} is not a model_name in model_list")
+        return self
 
     @property
     def model_names(self) -> tuple[str, ...]:

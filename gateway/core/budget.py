@@ -2,10 +2,11 @@
 
 Demotion order is a double decay of age and relevance. Each candidate gets
 
-    priority = (FLOOR + (1 - FLOOR) * relevance) * 0.5 ** (age / half_life)
+    priority = (FLOOR + (1 - FLOOR) * relevance) * (AGE_FLOOR + (1 - AGE_FLOOR) * 0.5 ** (age / half_life))
 
 (``relevance`` in [0, 1], ``age = now - timestamp`` clamped at 0, ``FLOOR`` = 0.1 so that age still orders
-pages of zero relevance). When the candidates at their requested views do not fit, the context is filled from the
+pages of zero relevance, ``AGE_FLOOR`` = 0.5 so that age can at most halve a page's priority: in a conversation
+that spans months a relevant old page must still beat an irrelevant recent one). When the candidates at their requested views do not fit, the context is filled from the
 highest priority down: each page takes the richest level that still fits, in the order
 
 requested view (Unpacked / Detail / Summary) → Detail (from Unpacked, only where smaller) → Summary →
@@ -38,6 +39,7 @@ from gateway.core.views import View
 __all__ = [
     "BACKGROUND_OVERHEAD",
     "DEFAULT_HALF_LIFE",
+    "AGE_FLOOR",
     "FLOOR",
     "NODE_OVERHEAD",
     "Candidate",
@@ -51,6 +53,7 @@ __all__ = [
 
 DEFAULT_HALF_LIFE = timedelta(hours=24)
 FLOOR = 0.1
+AGE_FLOOR = 0.5
 NODE_OVERHEAD = 40
 BACKGROUND_OVERHEAD = 10
 
@@ -126,7 +129,8 @@ class FitResult:
 def priority(candidate: Candidate, now: datetime, half_life: timedelta = DEFAULT_HALF_LIFE) -> float:
     """The double-decay priority of ``candidate`` at ``now`` (see the module docstring)."""
     age = max((utc(now) - candidate.timestamp).total_seconds(), 0.0)
-    return float((FLOOR + (1.0 - FLOOR) * candidate.relevance) * 0.5 ** (age / half_life.total_seconds()))
+    decay = AGE_FLOOR + (1.0 - AGE_FLOOR) * 0.5 ** (age / half_life.total_seconds())
+    return float((FLOOR + (1.0 - FLOOR) * candidate.relevance) * decay)
 
 
 class _Plan:

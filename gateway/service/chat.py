@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from gateway.adapters.embedder import Embedder
 from gateway.adapters.redis_store import RedisStore, ThreadKey
 from gateway.adapters.upstream import Upstream
 from gateway.config import GatewayConfig
@@ -25,6 +26,7 @@ from gateway.service.context import SAVE_COMMAND, ContextBuilder, PagedContext
 from gateway.service.identity import request_budget, request_time, tenant_of, thread_of
 from gateway.service.paged import PagedChat, pcp_headers
 from gateway.service.request import ChatRequest
+from gateway.service.router import Router
 from gateway.service.stream_items import KEEPALIVE, Comment, StreamItem
 
 __all__ = ["ChatService", "Completion", "CompletionStream", "KEEPALIVE", "Comment", "StreamItem"]
@@ -52,12 +54,20 @@ def _is_save(request: ChatRequest) -> bool:
 class ChatService:
     """Routes each request to pass-through, the `/save` command, or paged memory."""
 
-    def __init__(self, upstream: Upstream, store: RedisStore, config: GatewayConfig, clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(
+        self,
+        upstream: Upstream,
+        store: RedisStore,
+        config: GatewayConfig,
+        embedder: Embedder | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
         self._upstream = upstream
         self._store = store
         self._config = config
         self._clock = clock
-        self._builder = ContextBuilder(store, config.pcp, TokenCounter.for_model, upstream.context_window)
+        router = Router(store, embedder, upstream, config.pcp)
+        self._builder = ContextBuilder(store, config.pcp, TokenCounter.for_model, upstream.context_window, router, embedder)
         self._paged = PagedChat(store, upstream, config.pcp)
 
     def _paged_mode(self, request: ChatRequest) -> bool:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from gateway.adapters.redis_store import Manifest, RedisStore, ThreadKey
+from gateway.adapters.embedder import Embedder
+from gateway.adapters.redis_store import Manifest, NewPage, RedisStore, ThreadKey
 from gateway.config import PcpSettings
 from gateway.core import (
     Block,
@@ -45,13 +46,12 @@ from gateway.core import (
 )
 from gateway.core.rounds import ZoomNames
 from gateway.errors import ContextLengthExceeded, InvalidRequest
-from gateway.service.relevance import lexical_relevance, query_terms
+from gateway.core.lexical import term_counts
+from gateway.service.router import Router
 
 __all__ = ["PagedContext", "ContextBuilder", "SAVE_COMMAND", "zoom_names"]
 
 SAVE_COMMAND = "/save"
-DETAIL_PICKS = 3  # pages the relevance signal may open in Detail on its own
-DETAIL_MIN_RELEVANCE = 0.3
 
 
 @dataclass(frozen=True)
@@ -107,8 +107,12 @@ class ContextBuilder:
         settings: PcpSettings,
         counter_for: Callable[[str], TokenCounter],
         window_for: Callable[[str], int | None],
+        router: Router,
+        embedder: Embedder | None,
     ) -> None:
         self._store = store
+        self._router = router
+        self._embedder = embedder
         self._settings = settings
         self._counter_for = counter_for
         self._window_for = window_for
@@ -118,13 +122,20 @@ class ContextBuilder:
         """Store the blocks' pages that are new; return every block's page id, in order."""
         ids = [page_id(block.text) for block in blocks]
         missing = set(await self._store.missing(thread, ids))
-        fresh: dict[str, tuple[Page, int, int]] = {}
+        fresh: dict[str, Page] = {}
         count = self._ingest_counter.count
         for block, block_id in zip(blocks, ids):
             if block_id in missing and block_id not in fresh:
-                page = original_page(block, now, count)
-                fresh[block_id] = (page, count(page.summary), count(background_line(page)))
-        await self._store.add_pages(thread, fresh.values())
+                fresh[block_id] = original_page(block, now, count)
+        pages = list(fresh.values())
+        vectors = list(await self._embedder.embed([p.content for p in pages])) if self._embedder and pages else [None] * len(pages)
+        await self._store.add_pages(
+            thread,
+            (
+                NewPage(page, count(page.summary), count(background_line(page)), term_counts(page.content), vector)
+                for page, vector in zip(pages, vectors)
+            ),
+        )
         return ids
 
     async def _tree(self, thread: ThreadKey, pool: Sequence[str], history: set[str]) -> tuple[PageTree, dict[str, Manifest]]:
@@ -180,10 +191,13 @@ class ContextBuilder:
         query = _query(segmentation.tail)
         router_started = time.perf_counter()
         roots = [manifests[r] for r in tree.roots]
-        relevance = lexical_relevance(query_terms(query), (m.page for m in roots))
+        previous = manifests.get(ids[-1]) if ids else None
+        if ids and previous is None:
+            previous = (await self._store.manifests(thread, ids[-1:])).get(ids[-1])
+        selection = await self._router.select(thread, query, previous.page.summary if previous else None, roots)
+        relevance = dict(selection.relevance)
         relevance.update({page: 1.0 for page in state if page in relevance})  # the model opened it: keep it open
-        picks = sorted((m for m in roots if relevance[m.page.id] >= DETAIL_MIN_RELEVANCE), key=lambda m: -relevance[m.page.id])
-        requested = {m.page.id: View.DETAIL for m in picks[:DETAIL_PICKS]}
+        requested = dict(selection.views)
         requested.update({k: v for k, v in state.items() if k in tree.roots})
         router_ms = (time.perf_counter() - router_started) * 1000
         wanted = dict(state)
@@ -218,7 +232,8 @@ class ContextBuilder:
         # What the model sees is where its zoom starts: the budget's views for the top-level pages (a page
         # folded into the background is back in Summary), the wanted views below them.
         shown_state = {k: v for k, v in wanted.items() if k not in tree.roots} | dict(fit.views)
-        history_tokens = sum(m.page.tokens for i, m in manifests.items() if i in set(ids)) + counter.count_messages(
+        history = set(ids)
+        history_tokens = sum(m.page.tokens for i, m in manifests.items() if i in history) + counter.count_messages(
             [*segmentation.system, *live]
         )
         return PagedContext(

@@ -1,0 +1,213 @@
+"""The router: which of a thread's pages matter for this query, and in which view (DESIGN §2 steps 4–6).
+
+1. Reconstruction (deterministic host code): a low-information query ("continue", "and then?",
+   "it still fails") is joined with the previous block's summary before matching.
+2. Broad match: every candidate is scored by BM25 over its stored term counts and by the cosine
+   between the query's embedding and the page's stored embedding (computed once, at ingestion);
+   the best `pcp.shortlist` pages are kept.
+3. Relevance selection: with `pcp.router_model`, one call to that model decides Detail / Summary /
+   leave out for the shortlist, within `pcp.router_timeout_ms`; without it, or when it times out,
+   fails or answers something unusable, the heuristic on the broad-match scores decides. A request
+   never fails because the router did.
+
+The result is a relevance in [0, 1] per page (the budget's priority) and the views asked for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from gateway.adapters.embedder import Embedder
+from gateway.adapters.redis_store import Manifest, RedisStore, ThreadKey
+from gateway.adapters.upstream import Upstream
+from gateway.config import PcpSettings
+from gateway.core import View, iso_time, lead_text
+from gateway.core.lexical import bm25, is_low_information, words
+from gateway.errors import GatewayError
+
+__all__ = ["Router", "Selection", "VectorCache", "reconstruct_query"]
+
+log = logging.getLogger("gateway.router")
+
+LEXICAL_WEIGHT = 0.4
+SEMANTIC_WEIGHT = 0.6
+DETAIL_SHARE = 0.75  # a heuristic Detail pick scores at least this share of the best score
+LEFT_OUT = 0.05  # relevance of a page the router model chose to leave out
+
+
+def reconstruct_query(query: str, previous_summary: str | None) -> str:
+    """The text to match on: the query, joined with the previous block's summary when it says too little."""
+    if previous_summary and is_low_information(query):
+        return f"{query}\n{previous_summary}"
+    return query
+
+
+@dataclass(frozen=True)
+class Selection:
+    relevance: dict[str, float]
+    views: dict[str, View]
+    match_text: str
+    decided_by: str
+
+
+class VectorCache:
+    """Page embeddings by (thread, page id), bounded, least recently used out. Pages are immutable, so a
+    cached vector never goes stale."""
+
+    def __init__(self, capacity: int = 50_000) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[tuple[str, str], npt.NDArray[np.float32]] = OrderedDict()
+
+    def get_many(self, scope: str, ids: Sequence[str]) -> tuple[dict[str, npt.NDArray[np.float32]], list[str]]:
+        found, missing = {}, []
+        for page_id in ids:
+            vector = self._items.get((scope, page_id))
+            if vector is None:
+                missing.append(page_id)
+            else:
+                self._items.move_to_end((scope, page_id))
+                found[page_id] = vector
+        return found, missing
+
+    def put_many(self, scope: str, vectors: Mapping[str, npt.NDArray[np.float32]]) -> None:
+        for page_id, vector in vectors.items():
+            self._items[(scope, page_id)] = vector
+        while len(self._items) > self.capacity:
+            self._items.popitem(last=False)
+
+
+def _normalised(scores: Sequence[float]) -> list[float]:
+    top = max(scores, default=0.0)
+    return [max(s, 0.0) / top if top > 0 else 0.0 for s in scores]
+
+
+class Router:
+    """Scores a thread's candidate pages for one query and chooses their views."""
+
+    def __init__(self, store: RedisStore, embedder: Embedder | None, upstream: Upstream, settings: PcpSettings) -> None:
+        self._store = store
+        self._embedder = embedder
+        self._upstream = upstream
+        self._settings = settings
+        self.vectors = VectorCache()
+
+    async def _semantic(self, thread: ThreadKey, match_text: str, ids: Sequence[str]) -> list[float]:
+        if self._embedder is None or not ids:
+            return [0.0] * len(ids)
+        scope = f"{thread.tenant}:{thread.thread}"
+        found, missing = self.vectors.get_many(scope, ids)
+        if missing:
+            fetched = await self._store.vectors(thread, missing)
+            self.vectors.put_many(scope, fetched)
+            found.update(fetched)
+        query = (await self._embedder.embed([match_text]))[0]
+        return [float(np.dot(found[i], query)) if i in found else 0.0 for i in ids]
+
+    async def select(self, thread: ThreadKey, query: str, previous_summary: str | None, roots: Sequence[Manifest]) -> Selection:
+        match_text = reconstruct_query(query, previous_summary)
+        ids = [m.page.id for m in roots]
+        lexical = _normalised(bm25(words(match_text), [m.terms for m in roots], [m.length for m in roots]))
+        semantic = _normalised(await self._semantic(thread, match_text, ids))
+        combined = [LEXICAL_WEIGHT * lx + SEMANTIC_WEIGHT * sm for lx, sm in zip(lexical, semantic)]
+        relevance = dict(zip(ids, _normalised(combined)))
+        shortlist = sorted(ids, key=lambda i: -relevance[i])[: self._settings.shortlist]
+        decided = await self._ask_router(match_text, shortlist, {m.page.id: m for m in roots}, relevance)
+        if decided is not None:
+            return Selection(decided[0], decided[1], match_text, "router-model")
+        return Selection(relevance, self._heuristic(shortlist, relevance), match_text, "heuristic")
+
+    def _heuristic(self, shortlist: Sequence[str], relevance: Mapping[str, float]) -> dict[str, View]:
+        picks = [i for i in shortlist[: self._settings.detail_picks] if relevance[i] >= DETAIL_SHARE and relevance[i] > 0]
+        return {i: View.DETAIL for i in picks}
+
+    async def _ask_router(
+        self, match_text: str, shortlist: Sequence[str], manifests: Mapping[str, Manifest], relevance: dict[str, float]
+    ) -> tuple[dict[str, float], dict[str, View]] | None:
+        model = self._settings.router_model
+        if model is None or not shortlist:
+            return None
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(self._settings.router_timeout_ms / 1000):
+                body = await self._upstream.complete(model, _router_request(match_text, shortlist, manifests))
+            choice = parse_router_answer(body, set(shortlist))
+        except TimeoutError:
+            log.warning("router model %s timed out after %d ms; heuristic used", model, self._settings.router_timeout_ms)
+            return None
+        except GatewayError as exc:
+            log.warning("router model %s failed (%s); heuristic used", model, exc.message)
+            return None
+        if choice is None:
+            log.warning("router model %s gave an unusable answer; heuristic used", model)
+            return None
+        detail, summary = choice
+        log.debug("router model chose %d detail, %d summary in %.0f ms", len(detail), len(summary), (time.perf_counter() - started) * 1000)
+        chosen = dict(relevance)
+        for page_id in shortlist:
+            if page_id in detail:
+                chosen[page_id] = 1.0
+            elif page_id in summary:
+                chosen[page_id] = max(relevance[page_id], 0.5)
+            else:
+                chosen[page_id] = min(relevance[page_id], LEFT_OUT)
+        return chosen, {page_id: View.DETAIL for page_id in shortlist if page_id in detail}
+
+
+_ROUTER_PROMPT = """You select memory pages for an assistant. Given the user's query and numbered pages from \
+earlier in the conversation (id, date, summary), decide which pages the assistant needs: "detail" = it needs the \
+full text, "summary" = the summary is enough context, any page not listed is left out. Choose only pages that \
+really bear on the query. Answer with one JSON object and nothing else, like \
+{"detail": ["a1b2c3d4e5"], "summary": ["f6e5d4c3b2"]}."""
+
+
+def _router_request(match_text: str, shortlist: Sequence[str], manifests: Mapping[str, Manifest]) -> dict[str, object]:
+    lines = [
+        f"- id={i} date={iso_time(manifests[i].page.timestamp)[:10]}: {lead_text(manifests[i].page.summary, 300)}"
+        for i in shortlist
+    ]
+    user = f"Query: {match_text}\n\nPages:\n" + "\n".join(lines)
+    return {
+        "messages": [{"role": "system", "content": _ROUTER_PROMPT}, {"role": "user", "content": user}],
+        "temperature": 0,
+        "max_tokens": 400,
+    }
+
+
+_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def parse_router_answer(body: Mapping[str, object], known: set[str]) -> tuple[set[str], set[str]] | None:
+    """The (detail, summary) ids of a router answer, or None when it is not usable."""
+    choices = body.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices else None
+    message = first.get("message") if isinstance(first, dict) else None
+    text = message.get("content") if isinstance(message, dict) else None
+    match = _JSON_OBJECT.search(text) if isinstance(text, str) else None
+    if match is None:
+        return None
+    try:
+        data = json.loads(match.group(0))
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    picked: list[set[str]] = []
+    for key in ("detail", "summary"):
+        value = data.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            return None
+        picked.append({v.strip().lower() for v in value} & known)
+    detail, summary = picked
+    if not detail and not summary and (data.get("detail") or data.get("summary")):
+        return None  # it named pages, but none of ours: it did not understand
+    return detail, summary - detail

@@ -1,0 +1,29 @@
+"""Lexical evidence: word extraction, term counts, BM25 and the low-information test."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.core.lexical import bm25, is_low_information, term_counts, words
+
+
+def test_words_drop_stopwords_and_single_letters() -> None:
+    assert words("The user said: I'm adopting a DOG, it's Rex!") == ["said", "adopting", "dog", "rex"]
+    assert term_counts("dog dog cat") == {"dog": 2, "cat": 1}
+
+
+def test_bm25_prefers_rare_matching_terms_and_shorter_documents() -> None:
+    docs = [{"dog": 1, "walk": 1}, {"dog": 1}, {"cat": 3}, {"dog": 1, "walk": 1, **{f"x{i}": 1 for i in range(30)}}]
+    scores = bm25(["dog", "walk"], docs, [sum(d.values()) for d in docs])
+    assert scores[0] > scores[1] > scores[3] > scores[2] == 0.0  # a long document pays for its length
+    assert bm25([], docs, [1, 1, 1, 1]) == [0.0] * 4
+    assert bm25(["dog"], [], []) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "low"),
+    [("continue", True), ("and then?", True), ("it still fails", True), ("ok", True), ("", True),
+     ("why does the sourdough starter smell of acetone?", False), ("Paris?", False), ("fix the parser", False)],
+)
+def test_low_information_queries(text: str, low: bool) -> None:
+    assert is_low_information(text) is low

@@ -1,0 +1,105 @@
+"""The relevance router end to end: embeddings + BM25, query reconstruction, and a router model that
+may answer, time out, fail or talk nonsense — which changes the choice, never the request's success."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import openai
+import pytest
+from lxml import etree
+
+from tests.support.fake_upstream import Error, FakeUpstream, Recorded, Reply, Response, Slow
+from tests.support.gateway_process import GatewayProcess, gateway_config
+
+FACTS = [
+    ("My sister Mara just adopted a greyhound called Pepper.", "Lovely! Greyhounds are gentle; Pepper will need soft bedding."),
+    ("I am repainting the kitchen in a pale sage green.", "Sage green works well with oak cupboards and brass handles."),
+    ("The quarterly tax filing is due on the 15th of July.", "Set a reminder a week early and gather the receipts."),
+    ("We booked a cabin near Lake Tahoe for August.", "Bring layers; nights by the lake get cold even in summer."),
+    ("My tomato plants have yellow leaves with brown spots.", "That sounds like early blight; remove the affected leaves."),
+    ("I'm learning the chords of Autumn Leaves on guitar.", "Start with the ii-V-I in G minor and keep the voicings close."),
+    ("Our team switched the build from Make to Bazel.", "Bazel's remote cache will pay off once the graph is stable."),
+    ("I ran a half marathon in 1:52 last Sunday.", "Great time! Rest and hydrate; an easy run midweek helps."),
+]
+
+
+def history() -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    for user, reply in FACTS:
+        messages += [{"role": "user", "content": user}, {"role": "assistant", "content": reply}]
+    return messages
+
+
+def is_router_call(recorded: Recorded) -> bool:
+    body = recorded.body or {}
+    return body.get("model") == "router" or "You select memory pages" in json.dumps(body.get("messages", [])[:1])
+
+
+@pytest.fixture(scope="module")
+def routed(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+    workdir = tmp_path_factory.mktemp("routed")
+    config = gateway_config(fake.url, workdir / "data", pcp={"budget_tokens": 3000, "recent_turns": 1, "router_model": "router", "router_timeout_ms": 1500})
+    config["model_list"].append({"model_name": "router", "litellm_params": {"model": "openai/router", "api_base": fake.url, "api_key": "k"}})
+    with GatewayProcess(config=config, workdir=workdir) as process:
+        yield process
+
+
+def ask(gateway: GatewayProcess, upstream: FakeUpstream, question: str, router: Response | Callable[[Recorded], Response], messages: list[dict[str, Any]] | None = None) -> tuple[etree._Element, Any]:
+    def answer(recorded: Recorded) -> Response:
+        if is_router_call(recorded):
+            return router(recorded) if callable(router) else router
+        return Reply(content="fine")
+
+    upstream.reset()
+    upstream.script(answer, answer)
+    client = openai.OpenAI(base_url=gateway.base_url, api_key="sk-r", max_retries=0, default_headers={"X-PCP-Thread": "r-" + uuid.uuid4().hex[:8]})
+    raw = client.chat.completions.with_raw_response.create(model="fake-model", messages=[*(messages or history()), {"role": "user", "content": question}])  # type: ignore[arg-type]
+    assert raw.parse().choices[0].message.content == "fine"
+    main = [r for r in upstream.chat_requests if not is_router_call(r)][-1]
+    text = main.body["messages"][0]["content"]  # type: ignore[index]
+    return etree.fromstring(text[text.index("<PagedContext") :].encode()), raw
+
+
+def detail_texts(root: etree._Element) -> list[str]:
+    return [n.findtext("Content") or "" for n in root.iter("Node") if n.get("view") == "Detail"]
+
+
+def node_id_with(root: etree._Element, needle: str) -> str:
+    return next(n.get("id") for n in root.iter("Node") if needle in etree.tostring(n, encoding="unicode"))
+
+
+def test_the_router_models_choice_decides_the_views(routed: GatewayProcess, upstream: FakeUpstream) -> None:
+    root, _ = ask(routed, upstream, "What colour is the kitchen going to be?", Reply(content='{"detail": [], "summary": []}'))
+    kitchen = node_id_with(root, "sage green")
+    tahoe = node_id_with(root, "Lake Tahoe")
+    root, _ = ask(routed, upstream, "What colour is the kitchen going to be?", Reply(content=json.dumps({"detail": [tahoe], "summary": [kitchen]})))
+    assert any("Lake Tahoe" in t for t in detail_texts(root))
+    router_request = [r for r in upstream.chat_requests if is_router_call(r)][-1].body
+    assert router_request is not None and "kitchen" in router_request["messages"][1]["content"]
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [Slow(3.0, content='{"detail": []}'), Error(500, "router down"), Reply(content="I think page three, maybe?"), Reply(content='{"detail": ["zzzz"]}')],
+    ids=["timeout", "error", "prose", "unknown-ids"],
+)
+def test_a_failing_router_falls_back_to_the_heuristic(routed: GatewayProcess, upstream: FakeUpstream, failure: Response) -> None:
+    root, raw = ask(routed, upstream, "When is the quarterly tax filing due?", failure)
+    assert any("quarterly tax filing" in t for t in detail_texts(root))  # the heuristic's first pick
+    assert float(raw.headers["x-pcp-router-ms"]) < 2900  # bounded by the 1.5 s router timeout, not the 3 s reply
+
+
+def test_semantic_match_finds_a_page_without_shared_words(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory, upstream: FakeUpstream) -> None:
+    workdir = tmp_path_factory.mktemp("semantic")
+    config = gateway_config(fake.url, workdir / "data", pcp={"budget_tokens": 3000, "recent_turns": 1})
+    with GatewayProcess(config=config, workdir=workdir) as gateway:
+        root, _ = ask(gateway, upstream, "What breed is the new pet dog in the family?", Reply(content="unused"))
+        assert any("greyhound" in t for t in detail_texts(root))
+        # a low-information follow-up is matched with the previous block's summary: the last turn was about guitar
+        messages = [*history(), {"role": "user", "content": "Which chord voicings for Autumn Leaves?"}, {"role": "assistant", "content": "Drop-2 voicings."}]
+        root, _ = ask(gateway, upstream, "and then?", Reply(content="unused"), messages)
+        assert any("Autumn Leaves" in t for t in detail_texts(root))
