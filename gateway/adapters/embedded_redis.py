@@ -15,7 +15,6 @@ from __future__ import annotations
 import ctypes
 import fcntl
 import logging
-import os
 import signal
 import subprocess
 import tempfile

@@ -22,7 +22,6 @@ from gateway.errors import (
     GatewayError,
     UpstreamAuthError,
     UpstreamBadRequest,
-    UpstreamError,
     UpstreamPermissionDenied,
     UpstreamRateLimited,
     UpstreamTimeout,

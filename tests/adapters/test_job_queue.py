@@ -19,7 +19,8 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from gateway.adapters.embedded_redis import EmbeddedRedis
-from gateway.adapters.job_queue import Job, JobQueue, Worker
+from gateway.adapters.job_queue import Job, JobQueue
+from gateway.adapters.job_worker import Worker
 from gateway.errors import StoreUnavailable
 from tests.conftest import external_redis_url
 from tests.support.worker_process import effects_key, record_effect, result_key, started_key

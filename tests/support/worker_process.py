@@ -12,7 +12,8 @@ import sys
 
 import redis.asyncio as aioredis
 
-from gateway.adapters.job_queue import Job, JobQueue, Worker
+from gateway.adapters.job_queue import Job, JobQueue
+from gateway.adapters.job_worker import Worker
 
 __all__ = ["record_effect", "started_key", "result_key", "effects_key"]
 
