@@ -1,28 +1,35 @@
 """The composition root: builds every component from the config, and nothing else does.
 
 `build_app(config)` returns the ASGI app; its lifespan opens the store (embedded Redis
-or `store.redis_url` / `REDIS_URL`), builds the litellm-backed upstream and the chat
-service, and closes them in reverse order on shutdown.
+or `store.redis_url` / `REDIS_URL`), the embedder, the litellm-backed upstream, the job
+queue and the consolidator, starts the in-process workers, and closes everything in
+reverse order on shutdown. `run_worker` builds the same services for `pcp-gateway worker`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 from starlette.applications import Starlette
 
 from gateway.adapters.embedded_redis import EmbeddedRedis
 from gateway.adapters.embedder import MiniLMEmbedder
 from gateway.adapters.redis_store import RedisStore, open_redis
+from gateway.adapters.job_queue import JobQueue
 from gateway.adapters.upstream import LiteLLMUpstream, Upstream
 from gateway.config import GatewayConfig
 from gateway.http.app import AppState, create_app
+from gateway.service.background import Background
 from gateway.service.chat import ChatService
+from gateway.service.consolidator import Consolidator
+from gateway.service.inspection import ThreadInspector
 
-__all__ = ["build_app", "redis_url_for"]
+__all__ = ["build_app", "open_services", "redis_url_for", "run_worker"]
 
 log = logging.getLogger("gateway")
 
@@ -32,35 +39,89 @@ def redis_url_for(config: GatewayConfig, environ: Mapping[str, str] = os.environ
     return config.store.redis_url or environ.get("REDIS_URL") or None
 
 
+@dataclass
+class Services:
+    """Everything a process builds from the config, once."""
+
+    store: RedisStore
+    upstream: Upstream
+    embedder: MiniLMEmbedder | None
+    consolidator: Consolidator | None
+    queue: JobQueue
+
+
+@asynccontextmanager
+async def open_services(config: GatewayConfig, upstream: Upstream | None = None) -> AsyncIterator[Services]:
+    """Open the store (embedded Redis or a URL), the embedder, the upstream and the consolidator."""
+    embedded: EmbeddedRedis | None = None
+    url = redis_url_for(config)
+    if url is None:
+        embedded = EmbeddedRedis(config.store.data_dir)
+        url = embedded.start()
+    client = open_redis(url, cluster=config.store.cluster)
+    store = RedisStore(client, prefix=config.store.key_prefix)
+    embedder = MiniLMEmbedder(quantized=config.pcp.embedding_int8) if config.pcp.embeddings else None
+    upstream = upstream or LiteLLMUpstream(config)
+    jobs = config.jobs
+    queue = JobQueue(
+        client, prefix=config.store.key_prefix, visibility_timeout_ms=jobs.visibility_timeout_ms,
+        max_attempts=jobs.max_attempts, backoff_ms=jobs.backoff_ms,
+    )  # fmt: skip
+    consolidator = Consolidator(store, queue, upstream, embedder, config.pcp) if config.pcp.consolidation else None
+    try:
+        if not await store.ping():
+            log.warning("redis at %s does not answer yet; /healthz will say so", url)
+        if embedder is not None:
+            embedder.start_loading()
+        yield Services(store, upstream, embedder, consolidator, queue)
+    finally:
+        await store.close()
+        if embedder is not None:
+            embedder.close()
+        if embedded is not None:
+            embedded.stop()
+            log.info("embedded redis stopped")
+
+
+def background_for(config: GatewayConfig, services: Services, workers: int) -> Background | None:
+    if services.consolidator is None:
+        return None
+    return Background(services.queue, services.consolidator, workers=workers, merge_interval_hours=config.pcp.merge_interval_hours)
+
+
 def build_app(config: GatewayConfig, *, upstream: Upstream | None = None) -> Starlette:
     state = AppState(models=config.model_names, max_body_bytes=config.server.max_body_bytes)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        embedded: EmbeddedRedis | None = None
-        embedder = MiniLMEmbedder(quantized=config.pcp.embedding_int8) if config.pcp.embeddings else None
-        url = redis_url_for(config)
-        if url is None:
-            embedded = EmbeddedRedis(config.store.data_dir)
-            url = embedded.start()
-        store = RedisStore(open_redis(url, cluster=config.store.cluster), prefix=config.store.key_prefix)
-        try:
-            if not await store.ping():
-                log.warning("redis at %s does not answer yet; /healthz will say so", url)
-            state.ping = store.ping
-            if embedder is not None:
-                embedder.start_loading()
-            state.chat = ChatService(upstream or LiteLLMUpstream(config), store, config, embedder)
+        async with open_services(config, upstream) as services:
+            background = background_for(config, services, config.jobs.workers)
+            if background is not None:
+                await background.start()
+            state.ping = services.store.ping
+            state.chat = ChatService(services.upstream, services.store, config, services.embedder, services.consolidator)
+            state.threads = ThreadInspector(services.store, services.consolidator)
             log.info("serving models: %s", ", ".join(config.model_names))
-            yield
-        finally:
-            state.chat = None
-            state.ping = None
-            await store.close()
-            if embedder is not None:
-                embedder.close()
-            if embedded is not None:
-                embedded.stop()
-                log.info("embedded redis stopped")
+            try:
+                yield
+            finally:
+                state.chat = state.threads = None
+                state.ping = None
+                if background is not None:
+                    await background.stop()
 
     return create_app(state, lifespan)
+
+
+async def run_worker(config: GatewayConfig, stop: asyncio.Event, workers: int = 1) -> None:
+    """`pcp-gateway worker`: consolidation workers (and the schedule) without the HTTP server."""
+    async with open_services(config) as services:
+        background = background_for(config, services, workers)
+        if background is None:
+            log.warning("pcp.consolidation is off: this worker has nothing to do")
+            await stop.wait()
+            return
+        await background.start()
+        log.info("worker running (%d in this process)", workers)
+        await stop.wait()
+        await background.stop()

@@ -1,16 +1,18 @@
-"""The command line: `pcp-gateway serve` and `pcp-gateway check-config`."""
+"""The command line: `pcp-gateway serve`, `pcp-gateway worker` and `pcp-gateway check-config`."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 
 import uvicorn
 
 from gateway.adapters.upstream import build_router
-from gateway.bootstrap import build_app
+from gateway.bootstrap import build_app, run_worker
 from gateway.config import GatewayConfig, load_config
 from gateway.errors import ConfigError
 
@@ -25,6 +27,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default=None, help="bind address (default: server.host, else 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="port (default: server.port, else 4000)")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    worker = commands.add_parser("worker", help="run consolidation workers (in addition to the gateway's own)")
+    worker.add_argument("--config", default="config.yaml", help="config file (default: ./config.yaml)")
+    worker.add_argument("--workers", type=int, default=1, help="workers in this process (default: 1)")
+    worker.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     check = commands.add_parser("check-config", help="validate a config file and print what it defines")
     check.add_argument("--config", default="config.yaml", help="config file (default: ./config.yaml)")
     return parser
@@ -33,6 +39,17 @@ def _parser() -> argparse.ArgumentParser:
 def _serve(config: GatewayConfig, host: str, port: int, log_level: str) -> None:
     app = build_app(config)
     uvicorn.run(app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=10)
+
+
+def _worker(config: GatewayConfig, workers: int) -> None:
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await run_worker(config, stop, workers)
+
+    asyncio.run(main())
 
 
 def _check(config: GatewayConfig) -> None:
@@ -62,6 +79,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "check-config":
         _check(config)
+        return 0
+    if args.command == "worker":
+        _worker(config, max(args.workers, 1))
         return 0
     host = args.host or config.server.host
     port = args.port if args.port is not None else config.server.port

@@ -25,6 +25,7 @@ __all__ = [
     "ServerSettings",
     "StoreSettings",
     "PcpSettings",
+    "JobSettings",
     "load_config",
     "parse_config",
 ]
@@ -32,7 +33,7 @@ __all__ = [
 log = logging.getLogger("gateway.config")
 
 ENV_PREFIX = "os.environ/"
-OWN_SECTIONS = ("model_list", "router_settings", "server", "store", "pcp")
+OWN_SECTIONS = ("model_list", "router_settings", "server", "store", "pcp", "jobs")
 
 
 class _Strict(BaseModel):
@@ -82,6 +83,22 @@ class PcpSettings(_Strict):
     detail_picks: int = Field(default=3, ge=0)
     embeddings: bool = True
     embedding_int8: bool = True
+    consolidation: bool = True
+    summarizer_model: str | None = None
+    summarizer_timeout_ms: int = Field(default=60_000, gt=0)
+    adsorb_threshold: float = Field(default=0.6, ge=-1.0, le=1.0)
+    short_anchor_tokens: int = Field(default=12, ge=0)
+    max_processing_tokens: int = Field(default=8000, gt=0)
+    idle_flush_minutes: float = Field(default=30.0, gt=0)
+    merge_interval_hours: float = Field(default=12.0, gt=0)
+    merge_staleness_hours: float = Field(default=72.0, ge=0)
+
+
+class JobSettings(_Strict):
+    workers: int = Field(default=1, ge=0)  # in-process workers of `serve`; `pcp-gateway worker` runs more
+    visibility_timeout_ms: int = Field(default=30_000, gt=0)
+    max_attempts: int = Field(default=5, ge=1)
+    backoff_ms: int = Field(default=500, ge=0)
 
 
 class GatewayConfig(_Strict):
@@ -90,12 +107,15 @@ class GatewayConfig(_Strict):
     server: ServerSettings = ServerSettings()
     store: StoreSettings = StoreSettings()
     pcp: PcpSettings = PcpSettings()
+    jobs: JobSettings = JobSettings()
     source: Path | None = None
 
     @model_validator(mode="after")
-    def _router_model_is_listed(self) -> GatewayConfig:
-        if self.pcp.router_model is not None and self.pcp.router_model not in self.model_names:
-            raise ValueError(f"pcp.router_model {self.pcp.router_model!r} is not a model_name in model_list")
+    def _pcp_models_are_listed(self) -> GatewayConfig:
+        for key in ("router_model", "summarizer_model"):
+            name = getattr(self.pcp, key)
+            if name is not None and name not in self.model_names:
+                raise ValueError(f"pcp.{key} {name!r} is not a model_name in model_list")
         return self
 
     @property

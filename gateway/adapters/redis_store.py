@@ -1,25 +1,13 @@
-"""The Redis connection the gateway owns, and the key layout of everything it stores.
+"""The Redis connection the gateway owns, and the thread store of the request path.
 
-The key layout lives only in this module. Every key of a thread carries the thread's
-Redis Cluster hash tag, `<prefix>:{<tenant>:<thread>}:<what>`, so a thread's keys share
-one slot and its multi-key transactions stay atomic on a cluster:
-
-- `...:manifest`  hash  page id -> JSON manifest (everything but the content, plus the
-                        token counts of its summary and background line)
-- `...:content`   hash  page id -> page content
-- `...:vector`    hash  page id -> embedding of the page content (base64 float16)
-- `...:parent`    hash  page id -> id of the consolidated page that contains it
-- `...:views`     hash  page id -> view (Detail / Unpacked; absent = Summary)
-- `...:trace`     list  JSON reasoning-trace steps, oldest first, trimmed to a limit
-
-Pages are content-addressed and written with HSETNX inside one MULTI/EXEC, so the
-same history sent twice, or by twenty concurrent requests, stores each page once.
+The key layout is in `gateway.adapters.store_keys`. Pages are content-addressed and written by one
+Lua script, each only if absent, so the same history sent twice, or by twenty concurrent requests,
+stores each page once, and a page is in the consolidation log exactly once.
 """
 
 from __future__ import annotations
 
 import base64
-import itertools
 import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
@@ -34,9 +22,10 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
 from gateway.core import Page, PageType, Step, View
+from gateway.adapters.store_keys import ThreadKey, ThreadKeys, threads_key
 from gateway.errors import StoreUnavailable
 
-__all__ = ["open_redis", "RedisStore", "ThreadKey", "Manifest", "NewPage"]
+__all__ = ["open_redis", "RedisStore", "ThreadKey", "Manifest", "NewPage", "manifest_json", "parse_manifest"]
 
 log = logging.getLogger("gateway.store")
 
@@ -52,14 +41,6 @@ def open_redis(url: str, *, cluster: bool = False) -> RedisClient:
 
 
 @dataclass(frozen=True)
-class ThreadKey:
-    """Who owns a thread: the tenant (derived from the API key) and the thread id."""
-
-    tenant: str
-    thread: str
-
-
-@dataclass(frozen=True)
 class Manifest:
     """A stored page without its content, the token counts the budget needs and the term counts of its
     content for lexical matching."""
@@ -69,6 +50,7 @@ class Manifest:
     background_tokens: int
     terms: Mapping[str, int]
     length: int
+    anchor: str = ""
 
 
 @dataclass(frozen=True)
@@ -80,6 +62,7 @@ class NewPage:
     background_tokens: int
     terms: Mapping[str, int]
     vector: npt.NDArray[np.float32] | None = None
+    anchor: str = ""
 
 
 def encode_vector(vector: npt.NDArray[np.float32]) -> str:
@@ -90,7 +73,7 @@ def decode_vector(raw: str) -> npt.NDArray[np.float32]:
     return np.frombuffer(base64.b64decode(raw), dtype=np.float16).astype(np.float32)
 
 
-def _manifest_json(new: NewPage) -> str:
+def manifest_json(new: NewPage) -> str:
     page = new.page
     return json.dumps(
         {
@@ -105,12 +88,13 @@ def _manifest_json(new: NewPage) -> str:
             "background_tokens": new.background_tokens,
             "terms": dict(new.terms),
             "length": sum(new.terms.values()),
+            "anchor": new.anchor,
         },
         ensure_ascii=False,
     )
 
 
-def _manifest(page_id: str, raw: str, content: str = "") -> Manifest:
+def parse_manifest(page_id: str, raw: str, content: str = "") -> Manifest:
     data = json.loads(raw)
     page = Page(
         id=page_id,
@@ -123,7 +107,25 @@ def _manifest(page_id: str, raw: str, content: str = "") -> Manifest:
         source_ids=tuple(data["source_ids"]),
         topic_id=data["topic_id"],
     )
-    return Manifest(page, data["summary_tokens"], data["background_tokens"], data.get("terms", {}), data.get("length", 0))
+    return Manifest(
+        page, data["summary_tokens"], data["background_tokens"], data.get("terms", {}), data.get("length", 0), data.get("anchor", "")
+    )
+
+
+_ADD_PAGES = """
+-- KEYS: manifest, content, vector, log (one thread: one slot)  ARGV: (id, manifest, content, vector) per page
+local added = {}
+for i = 1, #ARGV, 4 do
+  local id = ARGV[i]
+  if redis.call('HSETNX', KEYS[1], id, ARGV[i + 1]) == 1 then
+    redis.call('HSET', KEYS[2], id, ARGV[i + 2])
+    if ARGV[i + 3] ~= '' then redis.call('HSET', KEYS[3], id, ARGV[i + 3]) end
+    redis.call('RPUSH', KEYS[4], id)
+    added[#added + 1] = id
+  end
+end
+return added
+"""
 
 
 class RedisStore:
@@ -133,8 +135,12 @@ class RedisStore:
         self._redis: Any = client
         self.prefix = prefix
 
-    def _key(self, thread: ThreadKey, what: str) -> str:
-        return f"{self.prefix}:{{{thread.tenant}:{thread.thread}}}:{what}"
+    def keys(self, thread: ThreadKey) -> ThreadKeys:
+        return ThreadKeys(self.prefix, thread)
+
+    @property
+    def client(self) -> Any:
+        return self._redis
 
     async def ping(self) -> bool:
         """True when the server answers."""
@@ -155,39 +161,38 @@ class RedisStore:
         if not ids:
             return []
         try:
-            present = await self._redis.hmget(self._key(thread, "manifest"), list(ids))
+            present = await self._redis.hmget(self.keys(thread).manifest, list(ids))
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
         return [page_id for page_id, value in zip(ids, present) if value is None]
 
-    async def add_pages(self, thread: ThreadKey, pages: Iterable[NewPage]) -> int:
-        """Store pages atomically, each only if absent; return how many were new."""
+    async def add_pages(self, thread: ThreadKey, pages: Iterable[NewPage], now: float) -> list[str]:
+        """Store pages, each only if absent, atomically; return the ids that were new (now in the log)."""
         items = list(pages)
         if not items:
-            return 0
-        manifest, content, vector = self._key(thread, "manifest"), self._key(thread, "content"), self._key(thread, "vector")
+            return []
+        keys = self.keys(thread)
+        args: list[str] = []
+        for new in items:
+            vector = encode_vector(new.vector) if new.vector is not None else ""
+            args += [new.page.id, manifest_json(new), new.page.content, vector]
         try:
-            async with self._redis.pipeline(transaction=True) as pipe:
-                for new in items:
-                    if new.vector is not None:
-                        pipe.hsetnx(vector, new.page.id, encode_vector(new.vector))
-                    pipe.hsetnx(content, new.page.id, new.page.content)
-                    pipe.hsetnx(manifest, new.page.id, _manifest_json(new))  # last: a manifest means complete
-                results = await pipe.execute()
+            added = await self._redis.eval(_ADD_PAGES, 4, keys.manifest, keys.content, keys.vector, keys.log, *args)
+            if added:  # the registry is another slot: a separate, idempotent write
+                await self._redis.zadd(threads_key(self.prefix), {thread.scope: now})
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
-        ends = itertools.accumulate(3 if new.vector is not None else 2 for new in items)
-        return sum(1 for end in ends if results[end - 1])
+        return [str(page_id) for page_id in added]
 
     async def manifests(self, thread: ThreadKey, ids: Sequence[str]) -> dict[str, Manifest]:
         """Manifests of the stored pages among `ids`."""
         if not ids:
             return {}
         try:
-            raws = await self._redis.hmget(self._key(thread, "manifest"), list(ids))
+            raws = await self._redis.hmget(self.keys(thread).manifest, list(ids))
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
-        return {page_id: _manifest(page_id, raw) for page_id, raw in zip(ids, raws) if raw is not None}
+        return {page_id: parse_manifest(page_id, raw) for page_id, raw in zip(ids, raws) if raw is not None}
 
     async def pages(self, thread: ThreadKey, ids: Sequence[str]) -> dict[str, Page]:
         """Full pages (content included) of the stored pages among `ids`."""
@@ -195,13 +200,13 @@ class RedisStore:
             return {}
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.hmget(self._key(thread, "manifest"), list(ids))
-                pipe.hmget(self._key(thread, "content"), list(ids))
+                pipe.hmget(self.keys(thread).manifest, list(ids))
+                pipe.hmget(self.keys(thread).content, list(ids))
                 raws, contents = await pipe.execute()
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
         return {
-            page_id: _manifest(page_id, raw, content or "").page
+            page_id: parse_manifest(page_id, raw, content or "").page
             for page_id, raw, content in zip(ids, raws, contents)
             if raw is not None
         }
@@ -211,7 +216,7 @@ class RedisStore:
         if not ids:
             return {}
         try:
-            raws = await self._redis.hmget(self._key(thread, "vector"), list(ids))
+            raws = await self._redis.hmget(self.keys(thread).vector, list(ids))
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
         return {page_id: decode_vector(raw) for page_id, raw in zip(ids, raws) if raw is not None}
@@ -221,14 +226,14 @@ class RedisStore:
         if not ids:
             return {}
         try:
-            raws = await self._redis.hmget(self._key(thread, "parent"), list(ids))
+            raws = await self._redis.hmget(self.keys(thread).parent, list(ids))
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
         return {page_id: parent for page_id, parent in zip(ids, raws) if parent is not None}
 
     async def page_count(self, thread: ThreadKey) -> int:
         try:
-            return int(await self._redis.hlen(self._key(thread, "manifest")))
+            return int(await self._redis.hlen(self.keys(thread).manifest))
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
 
@@ -236,8 +241,8 @@ class RedisStore:
         """The thread's persisted views and reasoning trace."""
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.hgetall(self._key(thread, "views"))
-                pipe.lrange(self._key(thread, "trace"), 0, -1)
+                pipe.hgetall(self.keys(thread).views)
+                pipe.lrange(self.keys(thread).trace, 0, -1)
                 views, trace = await pipe.execute()
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
@@ -247,11 +252,34 @@ class RedisStore:
             steps.append(Step(data["action"], data["target"], data["reason"], datetime.fromisoformat(data["time"])))
         return {page_id: View(view) for page_id, view in views.items()}, tuple(steps)
 
+    async def touch(self, thread: ThreadKey, ids: Sequence[str], when: datetime) -> None:
+        """Record that pages were shown in Detail or consulted (heat and last access, for merging and decay)."""
+        if not ids:
+            return
+        keys = self.keys(thread)
+        try:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                for page_id in ids:
+                    pipe.hincrby(keys.heat, page_id, 1)
+                pipe.hset(keys.seen, mapping={page_id: when.isoformat() for page_id in ids})
+                await pipe.execute()
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
+
+    async def last_seen(self, thread: ThreadKey, ids: Sequence[str]) -> dict[str, datetime]:
+        if not ids:
+            return {}
+        try:
+            raws = await self._redis.hmget(self.keys(thread).seen, list(ids))
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
+        return {page_id: datetime.fromisoformat(raw) for page_id, raw in zip(ids, raws) if raw is not None}
+
     async def save_focus(
         self, thread: ThreadKey, views: Mapping[str, View], new_steps: Sequence[Step], trace_limit: int
     ) -> None:
         """Replace the thread's views and append steps to its trace (trimmed to `trace_limit`)."""
-        views_key, trace_key = self._key(thread, "views"), self._key(thread, "trace")
+        views_key, trace_key = self.keys(thread).views, self.keys(thread).trace
         try:
             async with self._redis.pipeline(transaction=True) as pipe:
                 pipe.delete(views_key)

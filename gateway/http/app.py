@@ -18,6 +18,9 @@ from starlette.routing import Route
 from gateway.errors import GatewayError, InvalidRequest, PayloadTooLarge
 from gateway.http.validation import parse_chat_request
 from gateway.service.chat import ChatService, Comment, StreamItem
+from gateway.adapters.store_keys import ThreadKey
+from gateway.service.identity import tenant_of
+from gateway.service.inspection import ThreadInspector
 from gateway.service.request import RequestMeta
 
 __all__ = ["create_app", "AppState"]
@@ -32,6 +35,7 @@ class AppState:
         self.models = tuple(models)
         self.max_body_bytes = max_body_bytes
         self.chat: ChatService | None = None
+        self.threads: ThreadInspector | None = None
         self.ping: Callable[[], Any] | None = None
 
 
@@ -108,6 +112,11 @@ def create_app(
         data = [{"id": name, "object": "model", "created": 0, "owned_by": "pcp-gateway"} for name in state.models]
         return JSONResponse({"object": "list", "data": data})
 
+    async def thread_view(request: Request) -> Response:
+        assert state.threads is not None
+        thread = ThreadKey(tenant_of(request.headers.get("authorization")), request.path_params["thread"])
+        return JSONResponse(await state.threads.describe(thread))
+
     async def healthz(request: Request) -> Response:
         ok = bool(state.ping is not None and await state.ping())
         return JSONResponse({"status": "ok" if ok else "degraded", "redis": ok}, status_code=200 if ok else 503)
@@ -134,6 +143,7 @@ def create_app(
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/models", list_models, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
+        Route("/pcp/threads/{thread}", thread_view, methods=["GET"]),
     ]
     return Starlette(
         routes=routes,

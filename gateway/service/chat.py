@@ -22,6 +22,7 @@ from gateway.adapters.redis_store import RedisStore, ThreadKey
 from gateway.adapters.upstream import Upstream
 from gateway.config import GatewayConfig
 from gateway.core import TokenCounter, message_text, split_blocks
+from gateway.service.consolidator import Consolidator
 from gateway.service.context import SAVE_COMMAND, ContextBuilder, PagedContext
 from gateway.service.identity import request_budget, request_time, tenant_of, thread_of
 from gateway.service.paged import PagedChat, pcp_headers
@@ -60,9 +61,11 @@ class ChatService:
         store: RedisStore,
         config: GatewayConfig,
         embedder: Embedder | None = None,
+        consolidator: Consolidator | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         self._upstream = upstream
+        self._consolidator = consolidator
         self._store = store
         self._config = config
         self._clock = clock
@@ -128,18 +131,27 @@ class ChatService:
     async def _build(self, request: ChatRequest, thread: ThreadKey, now: datetime) -> PagedContext:
         budget = request_budget(request.meta.budget, self._config.pcp.budget_tokens)
         tools = request.params.get("tools") or []
-        return await self._builder.build(request.model, request.messages, tools, thread, now, budget)
+        context = await self._builder.build(request.model, request.messages, tools, thread, now, budget)
+        if context.added and self._consolidator is not None:
+            await self._consolidator.pages_added(thread)
+        return context
 
     async def _save(self, request: ChatRequest, thread: ThreadKey, now: datetime) -> tuple[str, dict[str, str]]:
-        """`/save`: ingest what is sealed; consolidation does not exist yet, and the reply says so."""
+        """`/save`: store what is finished and flush the thread's buffer into a consolidated page."""
         blocks = [b for b in split_blocks(request.messages).blocks if b.anchor_text.strip() != SAVE_COMMAND]
-        await self._builder.ingest(thread, blocks, now)
+        _, added = await self._builder.ingest(thread, blocks, now)
         total = await self._store.page_count(thread)
-        text = (
-            f"Saved: this thread ({thread.thread}) has {total} stored page{'s' if total != 1 else ''}. "
-            "Nothing was consolidated: this version of the gateway stores every finished exchange as a page "
-            "but has no consolidator yet, so /save has nothing more to flush."
-        )
+        pages = f"{total} stored page{'s' if total != 1 else ''}"
+        if self._consolidator is None:
+            text = f"Saved: this thread ({thread.thread}) has {pages}. Consolidation is off (pcp.consolidation), so there is nothing to flush."
+        else:
+            if added:
+                await self._consolidator.pages_added(thread)
+            await self._consolidator.flush_requested(thread)
+            text = (
+                f"Saved: this thread ({thread.thread}) has {pages}; its current topic is being consolidated now "
+                f"(GET /pcp/threads/{thread.thread} shows it, and pending_jobs reaches 0 when it is done)."
+            )
         return text, {"x-pcp-thread": thread.thread, "x-pcp-rounds": "0", "x-pcp-pages": f"0/{total}"}
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from gateway.adapters.embedder import Embedder
@@ -73,6 +73,7 @@ class PagedContext:
     history_tokens: int
     over_budget: bool
     router_ms: float = 0.0
+    added: tuple[str, ...] = ()
 
 
 def zoom_names(client_tools: Sequence[Any]) -> ZoomNames:
@@ -118,25 +119,29 @@ class ContextBuilder:
         self._window_for = window_for
         self._ingest_counter = TokenCounter()
 
-    async def ingest(self, thread: ThreadKey, blocks: Sequence[Block], now: datetime) -> list[str]:
-        """Store the blocks' pages that are new; return every block's page id, in order."""
+    async def ingest(self, thread: ThreadKey, blocks: Sequence[Block], now: datetime) -> tuple[list[str], list[str]]:
+        """Store the blocks' pages that are new; return every block's page id in order, and the new ones."""
         ids = [page_id(block.text) for block in blocks]
         missing = set(await self._store.missing(thread, ids))
-        fresh: dict[str, Page] = {}
+        fresh: dict[str, tuple[Page, str]] = {}
         count = self._ingest_counter.count
-        for block, block_id in zip(blocks, ids):
+        for position, (block, block_id) in enumerate(zip(blocks, ids)):
             if block_id in missing and block_id not in fresh:
-                fresh[block_id] = original_page(block, now, count)
-        pages = list(fresh.values())
+                # pages sealed by one request share its time; a microsecond per position keeps them in
+                # conversation order wherever pages are sorted by time (rendering shows whole seconds)
+                moment = now + timedelta(microseconds=position)
+                fresh[block_id] = (original_page(block, moment, count), block.anchor_text)
+        pages = [page for page, _ in fresh.values()]
         vectors = list(await self._embedder.embed([p.content for p in pages])) if self._embedder and pages else [None] * len(pages)
-        await self._store.add_pages(
+        added = await self._store.add_pages(
             thread,
             (
-                NewPage(page, count(page.summary), count(background_line(page)), term_counts(page.content), vector)
-                for page, vector in zip(pages, vectors)
+                NewPage(page, count(page.summary), count(background_line(page)), term_counts(page.content), vector, anchor)
+                for (page, anchor), vector in zip(fresh.values(), vectors)
             ),
+            now.timestamp(),
         )
-        return ids
+        return ids, added
 
     async def _tree(self, thread: ThreadKey, pool: Sequence[str], history: set[str]) -> tuple[PageTree, dict[str, Manifest]]:
         """The top-level pages covering `pool`: a consolidated page stands for its children when every
@@ -180,7 +185,7 @@ class ContextBuilder:
         except ValueError as exc:
             raise InvalidRequest(str(exc), param="messages") from exc
         blocks = [b for b in segmentation.blocks if b.anchor_text.strip() != SAVE_COMMAND]
-        ids = await self.ingest(thread, blocks, now)
+        ids, added = await self.ingest(thread, blocks, now)
         cut = max(len(blocks) - settings.recent_turns, 0)
         recent_ids = set(ids[cut:])
         pool = [i for i in dict.fromkeys(ids[:cut]) if i not in recent_ids]
@@ -206,7 +211,11 @@ class ContextBuilder:
         pages = {i: m.page for i, m in manifests.items()}
         pages.update(await self._store.pages(thread, detail_ids))
 
-        candidates = [self._candidate(m, relevance[m.page.id], view_of(requested, m.page.id), tree, manifests, wanted) for m in roots]
+        seen = await self._store.last_seen(thread, tree.roots)
+        candidates = [
+            self._candidate(m, relevance[m.page.id], view_of(requested, m.page.id), tree, manifests, wanted, seen.get(m.page.id))
+            for m in roots
+        ]
         names = zoom_names(tools)
         counter = self._counter_for(model)
         live: list[Mapping[str, Any]] = [m for b in blocks[cut:] for m in b.messages] + list(segmentation.tail)
@@ -252,10 +261,18 @@ class ContextBuilder:
             history_tokens=history_tokens,
             over_budget=fit.over_budget,
             router_ms=router_ms,
+            added=tuple(added),
         )
 
     def _candidate(
-        self, manifest: Manifest, relevance: float, view: View, tree: PageTree, manifests: Mapping[str, Manifest], wanted: ViewState
+        self,
+        manifest: Manifest,
+        relevance: float,
+        view: View,
+        tree: PageTree,
+        manifests: Mapping[str, Manifest],
+        wanted: ViewState,
+        seen: datetime | None,
     ) -> Candidate:
         page = manifest.page
         unpacked = None
@@ -267,7 +284,7 @@ class ContextBuilder:
         return Candidate(
             id=page.id,
             relevance=relevance,
-            timestamp=page.timestamp,
+            timestamp=max(page.timestamp, seen) if seen else page.timestamp,  # use keeps a page fresh
             summary_tokens=manifest.summary_tokens,
             detail_tokens=page.tokens,
             view=view,

@@ -94,6 +94,10 @@ class PagedChat:
             else:
                 views[page_id] = view
         settled = settle(views, context.tree).state
+        opened = [i for i, v in context.state.items() if v is View.DETAIL] + [
+            i for i in outcome.touched if outcome.state.get(i, View.SUMMARY) is not View.SUMMARY
+        ]
+        await self._store.touch(context.thread, list(dict.fromkeys(opened)), context.now)
         new_steps = outcome.steps[len(context.steps) :] if outcome.steps[: len(context.steps)] == context.steps else outcome.steps
         await self._store.save_focus(context.thread, settled, new_steps, self._settings.trace_limit)
 

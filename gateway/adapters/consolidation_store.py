@@ -1,0 +1,175 @@
+"""The consolidator's side of the thread store: the ingestion log, the segmentation state, and
+atomic commits of consolidated pages.
+
+Every commit is one Lua script over one thread's keys (one cluster slot) that checks the
+segmentation cursor it started from (compare-and-set), so a job that runs twice — a crashed
+worker's job claimed by another — can never write a second container for the same pages.
+A merge commit instead checks that none of the merged pages has a parent yet.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from redis.exceptions import RedisError
+
+from gateway.adapters.redis_store import Manifest, NewPage, RedisStore, encode_vector, manifest_json, parse_manifest
+from gateway.adapters.store_keys import ThreadKey, threads_key
+from gateway.core.segmentation import Buffer
+from gateway.errors import StoreUnavailable
+
+__all__ = ["ConsolidationStore", "SegmentRecord", "buffer_json", "parse_buffer"]
+
+
+def buffer_json(buffer: Buffer) -> str:
+    return json.dumps(
+        {
+            "topic_id": buffer.topic_id,
+            "page_ids": list(buffer.page_ids),
+            "tokens": buffer.tokens,
+            "kernel": list(buffer.kernel) if buffer.kernel is not None else None,
+            "head_summary": buffer.head_summary,
+            "head_tokens": buffer.head_tokens,
+            "started_at": buffer.started_at.isoformat() if buffer.started_at else None,
+            "last_at": buffer.last_at.isoformat() if buffer.last_at else None,
+        },
+        ensure_ascii=False,
+    )
+
+
+def parse_buffer(raw: str | None) -> Buffer:
+    if not raw:
+        return Buffer()
+    data = json.loads(raw)
+    return Buffer(
+        topic_id=data["topic_id"],
+        page_ids=tuple(data["page_ids"]),
+        tokens=data["tokens"],
+        kernel=tuple(data["kernel"]) if data["kernel"] is not None else None,
+        head_summary=data["head_summary"],
+        head_tokens=data.get("head_tokens", 0),
+        started_at=datetime.fromisoformat(data["started_at"]) if data["started_at"] else None,
+        last_at=datetime.fromisoformat(data["last_at"]) if data["last_at"] else None,
+    )
+
+
+@dataclass(frozen=True)
+class SegmentRecord:
+    cursor: int
+    buffer: Buffer
+
+
+_COMMIT = """
+-- KEYS: segment, manifest, content, vector, parent
+-- ARGV: expected cursor, new cursor, buffer json, then optionally: id, manifest, content, vector, child ids...
+local current = tonumber(redis.call('HGET', KEYS[1], 'cursor') or '0')
+if current ~= tonumber(ARGV[1]) then return 0 end
+if #ARGV >= 7 then
+  local id = ARGV[4]
+  redis.call('HSETNX', KEYS[2], id, ARGV[5])
+  redis.call('HSETNX', KEYS[3], id, ARGV[6])
+  if ARGV[7] ~= '' then redis.call('HSETNX', KEYS[4], id, ARGV[7]) end
+  for i = 8, #ARGV do redis.call('HSET', KEYS[5], ARGV[i], id) end
+end
+redis.call('HSET', KEYS[1], 'cursor', ARGV[2], 'buffer', ARGV[3])
+return 1
+"""
+
+_MERGE = """
+-- KEYS: manifest, content, vector, parent  ARGV: id, manifest, content, vector, child ids...
+for i = 5, #ARGV do
+  if redis.call('HEXISTS', KEYS[4], ARGV[i]) == 1 then return 0 end
+end
+redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[3])
+if ARGV[4] ~= '' then redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[4]) end
+for i = 5, #ARGV do redis.call('HSET', KEYS[4], ARGV[i], ARGV[1]) end
+return 1
+"""
+
+
+def _page_args(new: NewPage) -> list[str]:
+    vector = encode_vector(new.vector) if new.vector is not None else ""
+    return [new.page.id, manifest_json(new), new.page.content, vector]
+
+
+class ConsolidationStore:
+    """What the consolidator reads and writes, over the same client as the RedisStore."""
+
+    def __init__(self, store: RedisStore) -> None:
+        self._store = store
+        self._redis: Any = store.client
+
+    async def _call(self, coroutine: Any) -> Any:
+        try:
+            return await coroutine
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
+
+    async def segment(self, thread: ThreadKey) -> SegmentRecord:
+        raw = await self._call(self._redis.hmget(self._store.keys(thread).segment, ["cursor", "buffer"]))
+        return SegmentRecord(int(raw[0] or 0), parse_buffer(raw[1]))
+
+    async def log_since(self, thread: ThreadKey, cursor: int, limit: int = 500) -> list[str]:
+        """Original page ids stored after the first `cursor` entries of the ingestion log."""
+        items = await self._call(self._redis.lrange(self._store.keys(thread).log, cursor, cursor + limit - 1))
+        return [str(item) for item in items]
+
+    async def commit(self, thread: ThreadKey, expected: int, cursor: int, buffer: Buffer, page: NewPage | None = None) -> bool:
+        """Advance the segmentation state (and store a container with its parent links) if nobody else has."""
+        keys = self._store.keys(thread)
+        args: list[str] = [str(expected), str(cursor), buffer_json(buffer)]
+        if page is not None:
+            args += _page_args(page) + list(page.page.source_ids)
+        done = await self._call(self._redis.eval(_COMMIT, 5, keys.segment, keys.manifest, keys.content, keys.vector, keys.parent, *args))
+        return bool(done)
+
+    async def merge(self, thread: ThreadKey, page: NewPage) -> bool:
+        """Store a container over pages that have no parent yet; False if any of them already has one."""
+        keys = self._store.keys(thread)
+        args = _page_args(page) + list(page.page.source_ids)
+        done = await self._call(self._redis.eval(_MERGE, 4, keys.manifest, keys.content, keys.vector, keys.parent, *args))
+        return bool(done)
+
+    async def update_manifests(self, thread: ThreadKey, pages: Sequence[NewPage]) -> None:
+        """Replace manifests (a summarizer's summary and clusters); content and vectors are unchanged."""
+        if pages:
+            mapping = {new.page.id: manifest_json(new) for new in pages}
+            await self._call(self._redis.hset(self._store.keys(thread).manifest, mapping=mapping))
+
+    async def top_level_consolidated(self, thread: ThreadKey) -> list[Manifest]:
+        """The thread's consolidated pages that no other page contains, in time order."""
+        keys = self._store.keys(thread)
+        manifests, parents = await self._call(_both(self._redis, keys.manifest, keys.parent))
+        pages = [parse_manifest(page_id, raw) for page_id, raw in manifests.items()]
+        top = [m for m in pages if m.page.source_ids and m.page.id not in parents]
+        return sorted(top, key=lambda m: (m.page.timestamp, m.page.id))
+
+    async def tree(self, thread: ThreadKey) -> tuple[list[Manifest], dict[str, str]]:
+        """Every manifest of the thread and every parent link (for inspection)."""
+        keys = self._store.keys(thread)
+        manifests, parents = await self._call(_both(self._redis, keys.manifest, keys.parent))
+        return [parse_manifest(page_id, raw) for page_id, raw in manifests.items()], dict(parents)
+
+    async def child_vectors(self, thread: ThreadKey, ids: Sequence[str]) -> list[npt.NDArray[np.float32]]:
+        return list((await self._store.vectors(thread, ids)).values())
+
+    async def threads(self, quiet_since: float | None = None) -> list[ThreadKey]:
+        """Threads in the registry; with `quiet_since`, only those with no page stored after it."""
+        upper = "+inf" if quiet_since is None else quiet_since
+        scopes = await self._call(self._redis.zrangebyscore(threads_key(self._store.prefix), "-inf", upper))
+        return [ThreadKey.from_scope(str(scope)) for scope in scopes]
+
+
+async def _both(redis: Any, manifest_key: str, parent_key: str) -> tuple[dict[str, str], dict[str, str]]:
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.hgetall(manifest_key)
+        pipe.hgetall(parent_key)
+        manifests, parents = await pipe.execute()
+    return manifests, parents

@@ -1,0 +1,96 @@
+"""The Redis key layout of everything the gateway stores about threads (job keys live in job_queue).
+
+Every key of a thread carries the thread's Redis Cluster hash tag, `<prefix>:{<tenant>:<thread>}:<what>`,
+so a thread's keys share one slot and its multi-key transactions and scripts stay atomic on a cluster:
+
+- `...:manifest`  hash   page id -> JSON manifest (everything but the content, plus the token counts
+                         of its summary and background line, its term counts and its anchor text)
+- `...:content`   hash   page id -> page content
+- `...:vector`    hash   page id -> embedding of the page content (base64 float16)
+- `...:log`       list   ids of original pages in the order they were first stored (consolidation input)
+- `...:parent`    hash   page id -> id of the consolidated page that contains it
+- `...:views`     hash   page id -> view (Detail / Unpacked; absent = Summary)
+- `...:trace`     list   JSON reasoning-trace steps, oldest first, trimmed to a limit
+- `...:segment`   hash   the consolidator's state: `cursor` into the log, `buffer` (JSON)
+- `...:heat`      hash   page id -> times shown in Detail or consulted
+- `...:seen`      hash   page id -> last such access (ISO 8601)
+
+One key is not per thread: `<prefix>:threads`, a sorted set of `<tenant>:<thread>` scored by the time
+of the thread's last stored page, which the scheduler scans for idle buffers and merges.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["ThreadKey", "ThreadKeys", "threads_key"]
+
+
+@dataclass(frozen=True)
+class ThreadKey:
+    """Who owns a thread: the tenant (derived from the API key) and the thread id."""
+
+    tenant: str
+    thread: str
+
+    @property
+    def scope(self) -> str:
+        """`<tenant>:<thread>`, unique across tenants; what the job queue and the registry store."""
+        return f"{self.tenant}:{self.thread}"
+
+    @classmethod
+    def from_scope(cls, scope: str) -> ThreadKey:
+        tenant, _, thread = scope.partition(":")
+        return cls(tenant, thread)
+
+
+@dataclass(frozen=True)
+class ThreadKeys:
+    prefix: str
+    thread: ThreadKey
+
+    def _key(self, what: str) -> str:
+        return f"{self.prefix}:{{{self.thread.scope}}}:{what}"
+
+    @property
+    def manifest(self) -> str:
+        return self._key("manifest")
+
+    @property
+    def content(self) -> str:
+        return self._key("content")
+
+    @property
+    def vector(self) -> str:
+        return self._key("vector")
+
+    @property
+    def log(self) -> str:
+        return self._key("log")
+
+    @property
+    def parent(self) -> str:
+        return self._key("parent")
+
+    @property
+    def views(self) -> str:
+        return self._key("views")
+
+    @property
+    def trace(self) -> str:
+        return self._key("trace")
+
+    @property
+    def segment(self) -> str:
+        return self._key("segment")
+
+    @property
+    def heat(self) -> str:
+        return self._key("heat")
+
+    @property
+    def seen(self) -> str:
+        return self._key("seen")
+
+def threads_key(prefix: str) -> str:
+    return f"{prefix}:threads"

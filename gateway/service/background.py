@@ -1,0 +1,71 @@
+"""Background work of one process: job workers and the schedule that feeds them.
+
+`serve` runs `jobs.workers` workers in-process (default 1); `pcp-gateway worker` runs the
+same thing on its own, so more processes share the stream. Every process also runs the
+schedule (idle flushes each minute, merges every `pcp.merge_interval_hours`); the queue's
+dedupe keys keep several schedulers from queueing the same work twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from gateway.adapters.job_queue import JobQueue
+from gateway.adapters.job_worker import Worker
+from gateway.errors import StoreUnavailable
+from gateway.service.consolidator import Consolidator
+
+__all__ = ["Background"]
+
+log = logging.getLogger("gateway.background")
+
+IDLE_SCAN_SECONDS = 60.0
+
+
+class Background:
+    """Starts and stops the workers and the scheduler of one process."""
+
+    def __init__(self, queue: JobQueue, consolidator: Consolidator, *, workers: int, merge_interval_hours: float) -> None:
+        self._queue = queue
+        self._consolidator = consolidator
+        self._workers = workers
+        self._merge_interval = merge_interval_hours * 3600
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        await self._queue.ensure_group()
+        for _ in range(self._workers):
+            worker = Worker(self._queue, self._consolidator.handlers)
+            self._tasks.append(asyncio.create_task(worker.run(self._stop), name=f"worker-{worker.name}"))
+        self._tasks.append(asyncio.create_task(self._schedule(), name="scheduler"))
+        for task in self._tasks:
+            task.add_done_callback(_report)
+
+    async def _schedule(self) -> None:
+        next_merge = asyncio.get_running_loop().time() + self._merge_interval
+        while not self._stop.is_set():
+            try:
+                await self._consolidator.schedule_idle()
+                if asyncio.get_running_loop().time() >= next_merge:
+                    await self._consolidator.schedule_merges()
+                    next_merge += self._merge_interval
+            except StoreUnavailable as exc:
+                log.warning("scheduler: %s", exc.message)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), IDLE_SCAN_SECONDS)
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=15)
+        for task in self._tasks:
+            task.cancel()
+        self._tasks.clear()
+
+
+def _report(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("background task %s died", task.get_name(), exc_info=task.exception())

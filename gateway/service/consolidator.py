@@ -1,0 +1,255 @@
+"""The consolidator: background jobs that turn a thread's original pages into consolidated ones (DESIGN §5).
+
+Jobs (all idempotent; the queue delivers at least once):
+- `consolidate` (after a request stored new pages): manifests from `pcp.summarizer_model` for the new
+  pages, their anchor embeddings, then semantic adsorption / drift / relay over them; each flush is
+  frozen into a Consolidated page and committed together with the segmentation state.
+- `flush` (`/save`, or a buffer idle for `pcp.idle_flush_minutes`): drain, then flush the buffer.
+- `merge` (every `pcp.merge_interval_hours`): adjacent same-topic containers that have not been used
+  for `pcp.merge_staleness_hours` are merged into a higher container.
+Without a summarizer, or when it fails, the extractive fallbacks of the core are used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime, timedelta, timezone
+from typing import TypeVar
+
+import numpy as np
+
+from gateway.adapters.consolidation_store import ConsolidationStore
+from gateway.adapters.embedder import Embedder
+from gateway.adapters.job_queue import Job, JobQueue
+from gateway.adapters.redis_store import Manifest, NewPage, RedisStore
+from gateway.adapters.store_keys import ThreadKey
+from gateway.adapters.upstream import Upstream
+from gateway.config import PcpSettings
+from gateway.core import Page, TokenCounter, background_line
+from gateway.core.consolidation import (
+    MergeCandidate,
+    extractive_consolidation,
+    freeze,
+    manifest_prompt,
+    merge_runs,
+    parse_manifest_answer,
+    parse_summarizer_answer,
+    summarizer_prompt,
+)
+from gateway.core.lexical import term_counts
+from gateway.core.segmentation import Buffer, Flush, FlushReason, SegmentationPolicy, SegmentBlock, admit, flush_if_idle, flush_now, with_head_summary
+from gateway.errors import GatewayError
+
+__all__ = ["Consolidator"]
+
+log = logging.getLogger("gateway.consolidator")
+
+Clock = Callable[[], datetime]
+T = TypeVar("T")
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Consolidator:
+    """Runs the consolidation jobs of every thread; `handlers` is what a Worker registers."""
+
+    def __init__(
+        self,
+        store: RedisStore,
+        queue: JobQueue,
+        upstream: Upstream,
+        embedder: Embedder | None,
+        settings: PcpSettings,
+        clock: Clock = _utcnow,
+    ) -> None:
+        self._store = store
+        self._cstore = ConsolidationStore(store)
+        self._queue = queue
+        self._upstream = upstream
+        self._embedder = embedder
+        self._settings = settings
+        self._clock = clock
+        self._count = TokenCounter().count
+        self.policy = SegmentationPolicy(
+            adsorb_threshold=settings.adsorb_threshold,
+            short_anchor_tokens=settings.short_anchor_tokens,
+            max_processing_tokens=settings.max_processing_tokens,
+            idle=timedelta(minutes=settings.idle_flush_minutes),
+        )
+
+    @property
+    def handlers(self) -> dict[str, Callable[[Job], Awaitable[None]]]:
+        return {"consolidate": self._on_consolidate, "flush": self._on_flush, "merge": self._on_merge}
+
+    # -- enqueueing ---------------------------------------------------------------------------------------
+
+    async def pages_added(self, thread: ThreadKey) -> None:
+        await self._queue.enqueue("consolidate", thread.scope, {})  # no dedupe: a run already going may have read the log
+
+    async def flush_requested(self, thread: ThreadKey, reason: FlushReason = FlushReason.SAVE) -> None:
+        await self._queue.enqueue("flush", thread.scope, {"reason": reason.value})
+
+    async def merge_requested(self, thread: ThreadKey) -> None:
+        await self._queue.enqueue("merge", thread.scope, {}, dedupe=f"merge:{thread.scope}")
+
+    async def pending(self, thread: ThreadKey) -> int:
+        return await self._queue.pending_for(thread.scope)
+
+    async def schedule_idle(self) -> int:
+        """Queue a flush for every thread quiet for longer than the idle limit; returns how many."""
+        quiet = (self._clock() - self.policy.idle).timestamp()
+        threads = await self._cstore.threads(quiet_since=quiet)
+        for thread in threads:
+            await self._queue.enqueue("flush", thread.scope, {"reason": FlushReason.IDLE.value}, dedupe=f"idle:{thread.scope}")
+        return len(threads)
+
+    async def schedule_merges(self) -> int:
+        threads = await self._cstore.threads()
+        for thread in threads:
+            await self.merge_requested(thread)
+        return len(threads)
+
+    # -- jobs ---------------------------------------------------------------------------------------------
+
+    async def _on_consolidate(self, job: Job) -> None:
+        await self.consolidate(ThreadKey.from_scope(job.thread))
+
+    async def _on_flush(self, job: Job) -> None:
+        reason = FlushReason(job.payload.get("reason", FlushReason.SAVE.value))
+        await self.flush(ThreadKey.from_scope(job.thread), reason)
+
+    async def _on_merge(self, job: Job) -> None:
+        await self.merge(ThreadKey.from_scope(job.thread))
+
+    async def consolidate(self, thread: ThreadKey) -> None:
+        """Feed every page stored since the last run through segmentation, committing at each flush."""
+        while True:
+            record = await self._cstore.segment(thread)
+            ids = await self._cstore.log_since(thread, record.cursor)
+            if not ids:
+                return
+            found = await self._store.manifests(thread, ids)
+            manifests = await self._summarize(thread, [found[i] for i in ids if i in found])
+            blocks = {b.page_id: b for b in await self._blocks(thread, [manifests[i] for i in ids if i in manifests])}
+            committed, buffer = record.cursor, record.buffer
+            for position, page_id in enumerate(ids, start=record.cursor + 1):
+                if page_id not in blocks:
+                    continue  # pragma: no cover - the log and the manifests are written by one script
+                buffer, flush = admit(buffer, blocks[page_id], self.policy)
+                if flush is not None:
+                    buffer, ok = await self._freeze_and_commit(thread, committed, position, flush, buffer)
+                    if not ok:
+                        return  # another worker got here first: its commit stands
+                    committed = position
+            if not await self._cstore.commit(thread, committed, record.cursor + len(ids), buffer):
+                return
+
+    async def flush(self, thread: ThreadKey, reason: FlushReason) -> None:
+        """Drain what is new, then flush the buffer (now for /save; if quiet long enough for idle)."""
+        await self.consolidate(thread)
+        record = await self._cstore.segment(thread)
+        if reason is FlushReason.IDLE:
+            buffer, flush = flush_if_idle(record.buffer, self._clock(), self.policy)
+        else:
+            buffer, flush = flush_now(record.buffer, reason)
+        if flush is not None:
+            await self._freeze_and_commit(thread, record.cursor, record.cursor, flush, buffer)
+
+    async def merge(self, thread: ThreadKey) -> int:
+        """Merge stale adjacent same-topic containers; returns how many higher containers were made."""
+        tops = await self._cstore.top_level_consolidated(thread)
+        if len(tops) < 2:
+            return 0
+        seen = await self._store.last_seen(thread, [m.page.id for m in tops])
+        candidates = [
+            MergeCandidate(m.page.id, m.page.topic_id, m.page.timestamp, max(m.page.timestamp, seen.get(m.page.id, m.page.timestamp)))
+            for m in tops
+        ]
+        runs = merge_runs(candidates, self._clock(), timedelta(hours=self._settings.merge_staleness_hours))
+        made = 0
+        for run in runs:
+            children = list((await self._store.pages(thread, run)).values())
+            children.sort(key=lambda p: (p.timestamp, p.id))
+            container = await self._container(thread, children, None, children[0].topic_id)
+            if await self._cstore.merge(thread, container):
+                made += 1
+                log.info("merged %d containers of %s into %s", len(children), thread.scope, container.page.id)
+        return made
+
+    # -- pieces -------------------------------------------------------------------------------------------
+
+    async def _freeze_and_commit(
+        self, thread: ThreadKey, expected: int, cursor: int, flush: Flush, buffer: Buffer
+    ) -> tuple[Buffer, bool]:
+        """Freeze a flushed run into a container and commit it with the state that follows it."""
+        children = await self._store.pages(thread, flush.page_ids)
+        ordered = [children[i] for i in flush.page_ids if i in children]
+        container = await self._container(thread, ordered, flush.head_summary, flush.topic_id)
+        if flush.carry:  # relay: the running summary heads the next buffer
+            buffer = with_head_summary(buffer, container.page.summary, self._count(container.page.summary))
+        ok = await self._cstore.commit(thread, expected, cursor, buffer, container)
+        if ok:
+            log.info("froze %d pages of %s into %s (%s)", len(ordered), thread.scope, container.page.id, flush.reason.value)
+        return buffer, ok
+
+    async def _container(self, thread: ThreadKey, children: Sequence[Page], head: str | None, topic: str | None) -> NewPage:
+        content, summary = extractive_consolidation(children, head)
+        clusters: Sequence[str] | None = None
+        answer = await self._ask(summarizer_prompt(children, head), parse_summarizer_answer)
+        if answer is not None:
+            content, summary, clusters = answer.content, answer.summary, answer.clusters
+        page = freeze(children, content=content, summary=summary, count=self._count, topic_id=topic, clusters=clusters)
+        vectors = await self._cstore.child_vectors(thread, [c.id for c in children])
+        vector = None
+        if vectors:
+            mean = np.mean(np.stack(vectors), axis=0)
+            vector = (mean / (np.linalg.norm(mean) or 1.0)).astype(np.float32)
+        return NewPage(page, self._count(page.summary), self._count(background_line(page)), term_counts(page.content), vector)
+
+    async def _ask(self, messages: list[dict[str, str]], parse: Callable[[str], T | None]) -> T | None:
+        model = self._settings.summarizer_model
+        if model is None:
+            return None
+        try:
+            async with asyncio.timeout(self._settings.summarizer_timeout_ms / 1000):
+                body = await self._upstream.complete(model, {"messages": messages, "temperature": 0})
+        except (TimeoutError, GatewayError) as exc:
+            log.warning("summarizer %s failed (%s); extractive fallback used", model, getattr(exc, "message", "timeout"))
+            return None
+        choices = body.get("choices") or [{}]
+        text = (choices[0].get("message") or {}).get("content")
+        answer = parse(text) if isinstance(text, str) else None
+        if answer is None:
+            log.warning("summarizer %s gave an unusable answer; extractive fallback used", model)
+        return answer
+
+    async def _summarize(self, thread: ThreadKey, manifests: Sequence[Manifest]) -> dict[str, Manifest]:
+        """Manifests from the summarizer for pages that still have the extractive one."""
+        result = {m.page.id: m for m in manifests}
+        if self._settings.summarizer_model is None:
+            return result
+        updated: list[NewPage] = []
+        for manifest in manifests:
+            full = (await self._store.pages(thread, [manifest.page.id])).get(manifest.page.id)
+            answer = await self._ask(manifest_prompt(full), parse_manifest_answer) if full is not None else None
+            if answer is None:
+                continue
+            page = manifest.page.with_manifest(answer.summary, answer.clusters)
+            new = NewPage(page, self._count(page.summary), self._count(background_line(page)), manifest.terms, None, manifest.anchor)
+            updated.append(new)
+            result[page.id] = Manifest(page, new.summary_tokens, new.background_tokens, manifest.terms, manifest.length, manifest.anchor)
+        await self._cstore.update_manifests(thread, updated)
+        return result
+
+    async def _blocks(self, thread: ThreadKey, manifests: Sequence[Manifest]) -> list[SegmentBlock]:
+        anchors = [m.anchor or m.page.summary for m in manifests]
+        vectors = await self._embedder.embed(anchors) if self._embedder is not None and anchors else None
+        blocks = []
+        for index, manifest in enumerate(manifests):
+            anchor = tuple(float(x) for x in vectors[index]) if vectors is not None else ()
+            blocks.append(SegmentBlock(manifest.page.id, manifest.page.tokens, self._count(anchors[index]), anchor, manifest.page.timestamp))
+        return blocks

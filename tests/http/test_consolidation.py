@@ -1,0 +1,219 @@
+"""The consolidator end to end: real embeddings, Redis Streams jobs, a scripted summarizer, the inspection API."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+import yaml
+from lxml import etree
+
+from tests.support.fake_upstream import FakeUpstream, Recorded, Reply, Response, Slow, ToolCall
+from tests.support.gateway_process import ROOT, GatewayProcess, gateway_config
+
+SOURDOUGH = [
+    "How do I keep my sourdough starter alive while I travel for two weeks?",
+    "My sourdough starter smells like acetone, is the sourdough starter dying?",
+    "How often should I feed a sourdough starter kept in the fridge?",
+    "Can I use whole wheat flour to feed my sourdough starter?",
+]
+ASYNCIO = [
+    "Why does my Python asyncio event loop block when I call requests.get?",
+    "How do I run blocking code inside a Python asyncio event loop without freezing it?",
+    "What is the difference between asyncio.gather and asyncio.wait in Python?",
+    "How do I cancel a Python asyncio task cleanly on shutdown?",
+]
+MARATHON = [
+    "How should I structure my marathon training plan for a first marathon?",
+    "How long should the long run be in week ten of marathon training?",
+    "What should I eat the night before my marathon race?",
+    "How do I taper in the last three weeks before a marathon?",
+]
+KEY = "sk-consolidation"
+PCP = {"recent_turns": 1, "adsorb_threshold": 0.45, "merge_interval_hours": 1000}
+
+
+def exchanges(questions: list[str], reply: str = "Here is a careful answer about that.") -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    for question in questions:
+        messages += [{"role": "user", "content": question}, {"role": "assistant", "content": f"{reply} ({question[:30]})"}]
+    return messages
+
+
+def client(gateway: GatewayProcess, thread: str, **headers: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=gateway.base_url, api_key=KEY, max_retries=0, default_headers={"X-PCP-Thread": thread, **headers})
+
+
+def inspect(gateway: GatewayProcess, thread: str) -> dict[str, Any]:
+    response = httpx.get(f"{gateway.root_url}/pcp/threads/{thread}", headers={"Authorization": f"Bearer {KEY}"})
+    assert response.status_code == 200, response.text
+    data: dict[str, Any] = response.json()
+    return data
+
+
+def settled(gateway: GatewayProcess, thread: str, timeout: float = 90.0) -> dict[str, Any]:
+    """The thread once its background work is done."""
+    deadline = time.monotonic() + timeout
+    while True:
+        data = inspect(gateway, thread)
+        if data["pending_jobs"] == 0:
+            return data
+        assert time.monotonic() < deadline, f"background work did not finish: {data['pending_jobs']} jobs pending"
+        time.sleep(0.2)
+
+
+def children_text(node: dict[str, Any]) -> str:
+    return " ".join(c["summary"] for c in node.get("children", []))
+
+
+@pytest.fixture(scope="module")
+def consolidating(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+    workdir = tmp_path_factory.mktemp("consolidating")
+    config = gateway_config(fake.url, workdir / "data", pcp={**PCP, "max_rounds": 6})
+    with GatewayProcess(config=config, workdir=workdir) as process:
+        yield process
+
+
+def test_three_topics_become_three_containers(consolidating: GatewayProcess, upstream: FakeUpstream) -> None:
+    thread = "topics-" + uuid.uuid4().hex[:8]
+    messages = exchanges(SOURDOUGH) + exchanges(ASYNCIO) + exchanges(MARATHON) + [{"role": "user", "content": "/save"}]
+    reply = client(consolidating, thread).chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+    assert "consolidated" in (reply.choices[0].message.content or "")
+    data = settled(consolidating, thread)
+    assert data["total_pages"] == 12 + 3 and data["consolidated_pages"] == 3
+    roots = data["pages"]
+    assert [r["type"] for r in roots] == ["Consolidated"] * 3
+    for root, topic in zip(roots, (SOURDOUGH, ASYNCIO, MARATHON)):
+        assert len(root["children"]) == 4
+        assert all(q in children_text(root) for q in topic)  # extractive summaries: no summarizer configured
+    assert upstream.chat_requests == []  # /save never calls the upstream
+
+    # from now on the pool shows the containers, and the originals are one Consult → Unpacked → Consult away
+    upstream.script(Reply(content="ok"))
+    client(consolidating, thread).chat.completions.create(model="fake-model", messages=[*messages[:-1], {"role": "assistant", "content": "Saved."}, {"role": "user", "content": "What about the taper?"}])  # type: ignore[arg-type]
+    text = upstream.chat_requests[-1].body["messages"][0]["content"]  # type: ignore[index]
+    root = etree.fromstring(text[text.index("<PagedContext") :].encode())
+    flow = root.find("Linear_Flow")
+    assert [n.get("type") for n in flow] == ["Consolidated"] * 3
+
+
+def _zoom_to_an_original(recorded: Recorded) -> Response:
+    """Consult the first node that can go deeper until an Original page is in Detail, then answer."""
+    body = recorded.body or {}
+    results = [m["content"] for m in body.get("messages", []) if m.get("role") == "tool"]
+    if results and 'type="Original" view="Detail"' in results[-1]:
+        return Reply(content="found it")
+    text = results[-1] if results else body["messages"][0]["content"]
+    xml = etree.fromstring(text[text.index("<Node" if results else "<PagedContext") :].encode())
+    deepest = next(n for n in xml.iter("Node") if n.get("view") != "Unpacked")
+    return Reply(content=None, tool_calls=[ToolCall("pcp_consult", json.dumps({"reason": "go deeper", "ids": [deepest.get("id")]}))])
+
+
+def test_merging_stale_containers_and_zooming_through_two_levels(fake: FakeUpstream, tmp_path: Path, upstream: FakeUpstream) -> None:
+    config = gateway_config(
+        fake.url, tmp_path / "data",
+        pcp={**PCP, "max_rounds": 8, "max_processing_tokens": 400, "merge_staleness_hours": 1, "merge_interval_hours": 0.0005},
+    )  # fmt: skip
+    thread = "merge-" + uuid.uuid4().hex[:8]
+    long_reply = "A long, careful answer about sourdough starters, feeding, flour and temperature. " * 6
+    messages = exchanges(SOURDOUGH * 2, reply=long_reply) + [{"role": "user", "content": "/save"}]
+    with GatewayProcess(config=config, workdir=tmp_path) as gateway:
+        two_days_ago = "2026-01-01T10:00:00Z"  # logical time: these pages are stale for the merge
+        client(gateway, thread, **{"X-PCP-Time": two_days_ago}).chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+        deadline = time.monotonic() + 60
+        while not any(c.get("children") and c["type"] == "Consolidated" and any(g["type"] == "Consolidated" for g in c["children"]) for c in settled(gateway, thread)["pages"]):
+            assert time.monotonic() < deadline, f"no merge happened: {json.dumps(inspect(gateway, thread))[:2000]}"
+            time.sleep(0.5)
+        data = settled(gateway, thread)
+        top = [p for p in data["pages"] if p["type"] == "Consolidated"]
+        assert len(top) == 1 and all(c["type"] == "Consolidated" for c in top[0]["children"])
+
+        upstream.script(*[_zoom_to_an_original] * 8)
+        question = [*messages[:-1], {"role": "assistant", "content": "Saved."}, {"role": "user", "content": "What did I ask first?"}]
+        raw = client(gateway, thread).chat.completions.with_raw_response.create(model="fake-model", messages=question)  # type: ignore[arg-type]
+        assert raw.parse().choices[0].message.content == "found it"
+        # Unpacked, child Detail, child Unpacked, original Detail, then the answer (the top may start in Detail)
+        assert int(raw.headers["x-pcp-rounds"]) >= 5
+        views = settled(gateway, thread)["views"]
+        assert list(views.values()).count("Unpacked") >= 2 and "Detail" in views.values()
+
+
+class Summarizer:
+    """A scripted summarizer model: manifests for single pages, numbered running summaries for containers."""
+
+    def __init__(self) -> None:
+        self.consolidations: list[str] = []
+
+    def __call__(self, recorded: Recorded) -> Response:
+        body = recorded.body or {}
+        system, user = body["messages"][0]["content"], body["messages"][1]["content"]
+        if "manifest of one exchange" in system:
+            return Reply(content=json.dumps({"summary": "MANIFEST " + user[-60:], "clusters": ["sourdough"]}))
+        self.consolidations.append(user)
+        number = len(self.consolidations)
+        return Reply(content=json.dumps({"summary": f"RUNNING SUMMARY {number}", "content": f"Consolidated account {number}.", "clusters": ["sourdough"]}))
+
+
+def test_a_long_single_topic_run_relays_its_running_summary(fake: FakeUpstream, tmp_path: Path, upstream: FakeUpstream) -> None:
+    config = gateway_config(fake.url, tmp_path / "data", pcp={**PCP, "summarizer_model": "summarizer"})
+    config["model_list"].append({"model_name": "summarizer", "litellm_params": {"model": "openai/summarizer", "api_base": fake.url, "api_key": "k"}})
+    long_reply = "Feed the starter at a one to one to one ratio, keep it warm, discard half before feeding, and watch the rise. " * 30
+    questions = [f"{q} (day {i})" for i in range(4) for q in SOURDOUGH]  # ~12k tokens of one topic
+    thread = "relay-" + uuid.uuid4().hex[:8]
+    summarizer = Summarizer()
+    with GatewayProcess(config=config, workdir=tmp_path) as gateway:
+        upstream.script(*[summarizer] * 64)
+        client(gateway, thread).chat.completions.create(model="fake-model", messages=exchanges(questions, long_reply) + [{"role": "user", "content": "/save"}])  # type: ignore[arg-type]
+        data = settled(gateway, thread)
+    assert data["consolidated_pages"] >= 2 and len(summarizer.consolidations) >= 2
+    assert not summarizer.consolidations[0].startswith("<earlier_in_this_topic>")
+    assert summarizer.consolidations[1].startswith("<earlier_in_this_topic>\nRUNNING SUMMARY 1\n")
+    assert [p["summary"] for p in data["pages"]][:2] == ["RUNNING SUMMARY 1", "RUNNING SUMMARY 2"]
+    assert all(c["summary"].startswith("MANIFEST ") for p in data["pages"] for c in p["children"])
+
+
+def _worker(config_path: Path, log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "gateway", "worker", "--config", str(config_path)], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+
+
+def test_a_killed_worker_s_job_is_finished_by_another_without_duplicates(fake: FakeUpstream, tmp_path: Path, upstream: FakeUpstream) -> None:
+    config = gateway_config(fake.url, tmp_path / "data", pcp={**PCP, "summarizer_model": "summarizer"}, jobs={"workers": 0, "visibility_timeout_ms": 1500})
+    config["model_list"].append({"model_name": "summarizer", "litellm_params": {"model": "openai/summarizer", "api_base": fake.url, "api_key": "k", "timeout": 120}})
+    thread = "kill-" + uuid.uuid4().hex[:8]
+    with GatewayProcess(config=config, workdir=tmp_path) as gateway:
+        config_path = tmp_path / "config.yaml"
+        assert yaml.safe_load(config_path.read_text())["jobs"]["workers"] == 0
+        upstream.script(Slow(60.0, content="never delivered"))  # the first worker hangs in its first summarizer call
+        first = _worker(config_path, tmp_path / "worker1.log")
+        try:
+            client(gateway, thread).chat.completions.create(model="fake-model", messages=exchanges(SOURDOUGH + ASYNCIO) + [{"role": "user", "content": "/save"}])  # type: ignore[arg-type]
+            deadline = time.monotonic() + 60
+            while not any(r.body and r.body.get("model") == "summarizer" for r in upstream.chat_requests):
+                assert time.monotonic() < deadline and first.poll() is None, (tmp_path / "worker1.log").read_text()
+                time.sleep(0.1)
+            first.send_signal(signal.SIGKILL)
+            first.wait()
+        finally:
+            if first.poll() is None:
+                first.kill()
+        upstream.reset()  # the second worker's summarizer fails fast: extractive fallback
+        second = _worker(config_path, tmp_path / "worker2.log")
+        try:
+            data = settled(gateway, thread, timeout=90)
+        finally:
+            second.send_signal(signal.SIGTERM)
+            second.wait(timeout=30)
+    assert data["consolidated_pages"] == 2, json.dumps(data)[:3000]
+    ids = [c["id"] for p in data["pages"] for c in p.get("children", [])]
+    assert len(ids) == len(set(ids)) == 8
