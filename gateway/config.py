@@ -80,7 +80,7 @@ class PcpSettings(_Strict):
     router_model: str | None = None
     router_timeout_ms: int = Field(default=1500, gt=0)
     shortlist: int = Field(default=24, ge=1)
-    detail_picks: int = Field(default=3, ge=0)
+    detail_picks: int = Field(default=8, ge=0)
     embeddings: bool = True
     embedding_int8: bool = True
     consolidation: bool = True

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -112,6 +113,30 @@ def parse_manifest(page_id: str, raw: str, content: str = "") -> Manifest:
     )
 
 
+class ManifestCache:
+    """Parsed manifests by (thread, page id), reused while the stored JSON is unchanged.
+
+    Parsing every manifest of a long thread on every request costs more than fetching them; a manifest
+    changes only when the consolidator rewrites its summary, and the raw-text comparison catches that.
+    """
+
+    def __init__(self, capacity: int = 200_000) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[tuple[str, str], tuple[str, Manifest]] = OrderedDict()
+
+    def get(self, scope: str, page_id: str, raw: str) -> Manifest:
+        key = (scope, page_id)
+        cached = self._items.get(key)
+        if cached is not None and cached[0] == raw:
+            self._items.move_to_end(key)
+            return cached[1]
+        manifest = parse_manifest(page_id, raw)
+        self._items[key] = (raw, manifest)
+        if len(self._items) > self.capacity:
+            self._items.popitem(last=False)
+        return manifest
+
+
 _ADD_PAGES = """
 -- KEYS: manifest, content, vector, log (one thread: one slot)  ARGV: (id, manifest, content, vector) per page
 local added = {}
@@ -134,6 +159,7 @@ class RedisStore:
     def __init__(self, client: RedisClient, prefix: str = "pcp") -> None:
         self._redis: Any = client
         self.prefix = prefix
+        self._parsed = ManifestCache()
 
     def keys(self, thread: ThreadKey) -> ThreadKeys:
         return ThreadKeys(self.prefix, thread)
@@ -192,7 +218,11 @@ class RedisStore:
             raws = await self._redis.hmget(self.keys(thread).manifest, list(ids))
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
-        return {page_id: parse_manifest(page_id, raw) for page_id, raw in zip(ids, raws) if raw is not None}
+        found: dict[str, Manifest] = {}
+        for page_id, raw in zip(ids, raws):
+            if raw is not None:
+                found[page_id] = self._parsed.get(thread.scope, page_id, raw)
+        return found
 
     async def pages(self, thread: ThreadKey, ids: Sequence[str]) -> dict[str, Page]:
         """Full pages (content included) of the stored pages among `ids`."""

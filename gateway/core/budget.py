@@ -285,7 +285,9 @@ def fit_rendered(
         measured = measure(result)
         if measured <= limit or not (result.views or result.background_ids):
             break
-        margin += measured - limit
+        # tighten by the estimate's own error, not just the overshoot: a greedy fill asked for a budget
+        # only 2 tokens smaller may pick the very same pages, and the loop would end at the empty context
+        margin = max(margin + measured - limit, measured - result.total_tokens)
     else:
         result = _fit(candidates, fixed_tokens, limit, policy, minimal=True)
         measured = measure(result)

@@ -1,9 +1,9 @@
 """The deterministic, extractive manifest: a summary and keyword clusters computed from a block's own text.
 
 This is the fallback when no summarizer model answers (DESIGN §5). Contract: the summary keeps facts rather than
-paraphrasing them — the user's message and the start of the final reply, in whole sentences, up to a generous
-cap per part; a word is cut only when a single sentence is longer than the cap, and a cut is marked with ``…``.
-Whitespace runs are collapsed to one space. Same input, same output.
+paraphrasing them — the user's message and the final reply verbatim when each fits a generous cap, else their
+leading whole sentences (whitespace collapsed); a word is cut only when a single sentence is longer than the cap,
+and a cut is marked with ``…``. Same input, same output.
 """
 
 from __future__ import annotations
@@ -58,15 +58,20 @@ def lead_text(text: str, cap: int) -> str:
     return kept.rstrip() + " " + _ELLIPSIS
 
 
+def _kept(text: str, cap: int) -> str:
+    """``text`` itself when it fits ``cap`` (verbatim: a fact is never reworded), else its lead."""
+    return text if len(text) <= cap else lead_text(text, cap)
+
+
 def extractive_summary(block: Block) -> str:
     """A fact-keeping summary of ``block``: ``User: …`` / ``Tools used: …`` / ``Assistant: …`` lines."""
     lines: list[str] = []
     if block.anchor_text.strip():
-        lines.append("User: " + lead_text(block.anchor_text, USER_CAP))
+        lines.append("User: " + _kept(block.anchor_text, USER_CAP))
     if block.tool_names:
         lines.append("Tools used: " + ", ".join(dict.fromkeys(block.tool_names)))
     if block.reply_text.strip():
-        lines.append("Assistant: " + lead_text(block.reply_text, REPLY_CAP))
+        lines.append("Assistant: " + _kept(block.reply_text, REPLY_CAP))
     return "\n".join(lines) if lines else "(empty exchange)"
 
 

@@ -9,28 +9,23 @@ from __future__ import annotations
 __all__ = ["system_instructions"]
 
 _TEMPLATE = """\
-This is your memory of the conversation so far. Read it before you answer.
-- Query is the user's current message. Answer it.
-- CURRENT_TIME is the time now (UTC). Each timestamp says when that part of the conversation happened.
-- Linear_Flow holds earlier parts of this conversation as Node elements, oldest first. Each Node has an id, a type, a view and a timestamp.
-- type="Original" is one earlier exchange: a user message, any tool calls, and the reply. It cannot be opened further.
-- type="Consolidated" covers several earlier pages on one topic. It contains child pages that can be opened.
-- view="Summary" shows only a short Summary. Exact details (numbers, names, code, quotes, decisions) may be missing from it.
-- view="Detail" shows the full Content of the page.
-- view="Unpacked" (Consolidated pages only) shows the child pages as nested Node elements instead of the Content.
-- Background_Context, if present, is a short note about older pages that are no longer listed.
-- Reasoning_Trace lists earlier {consult} and {shelve} calls with their reasons.
+This is your memory of this conversation. Use it to answer the Query (the user's current message).
+- CURRENT_TIME is now (UTC); each Node's timestamp says when that part of the conversation happened.
+- Linear_Flow lists earlier parts of the conversation as Nodes, oldest first.
+- type="Original": one earlier exchange. type="Consolidated": several exchanges on one topic; it contains child Nodes.
+- view="Summary" shows a Summary that may leave out details. view="Detail" shows the full Content.
+  view="Unpacked" shows a Consolidated Node's children instead of its Content.
+- Background_Context, if present, notes older parts that are not listed.
+- Reasoning_Trace lists your earlier {consult}/{shelve} calls.
 Tools:
-- {consult}(ids, reason) opens pages one level deeper: Summary becomes Detail; a Consolidated page in Detail becomes Unpacked. To read a page inside an Unpacked page, call {consult} with the child's id.
-- {shelve}(ids, reason) folds pages one level back when you no longer need them: Detail becomes Summary; Unpacked becomes Detail.
+- {consult}(ids, reason): open Nodes one level: Summary -> Detail; a Consolidated Node in Detail -> Unpacked.
+- {shelve}(ids, reason): fold Nodes one level back when you no longer need them.
 Rules:
-- If the answer needs a detail from earlier in the conversation and you only see a Summary of it, call {consult} with that page id first. Never guess a detail that a Summary hides.
-- If the Query does not need earlier pages, or the text you need is already shown in Detail, answer directly without calling a tool.
-- Copy ids exactly from the id attribute. You may pass several ids in one call.
-- Give a short, specific reason. It is saved in Reasoning_Trace.
-- The tool result shows the page in its new view. When you have the text you need, stop calling tools and answer.
-- Call {shelve} only for pages that are open and no longer needed.
-- Do not mention this memory, page ids or these tools to the user unless asked."""
+- If the answer needs a detail you only see in a Summary, first call {consult} with that Node's id. Never guess what a Summary hides.
+- If what you need is already shown in Detail, or the Query needs no memory, answer directly.
+- Copy ids exactly. Give a short, specific reason.
+- When the tool result shows the text you need, stop calling tools and answer.
+- Do not mention this memory, ids or tools unless asked."""
 
 
 def system_instructions(consult_name: str = "Consult", shelve_name: str = "Shelve") -> str:

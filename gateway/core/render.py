@@ -106,7 +106,7 @@ def _node_element(node: NodeSpec) -> etree._Element:
 
 
 def _serialize(element: etree._Element) -> str:
-    return str(etree.tostring(element, encoding="unicode", pretty_print=True))
+    return str(etree.tostring(element, encoding="unicode"))  # no indentation: it costs tokens on every node
 
 
 def render_node(node: NodeSpec) -> str:

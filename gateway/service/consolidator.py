@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import TypeVar
 
@@ -188,6 +188,9 @@ class Consolidator:
         """Freeze a flushed run into a container and commit it with the state that follows it."""
         children = await self._store.pages(thread, flush.page_ids)
         ordered = [children[i] for i in flush.page_ids if i in children]
+        if len(ordered) < 2 and not flush.head_summary:
+            # a container of one page adds a level and hides nothing: the page stays top-level as it is
+            return buffer, await self._cstore.commit(thread, expected, cursor, buffer)
         container = await self._container(thread, ordered, flush.head_summary, flush.topic_id)
         if flush.carry:  # relay: the running summary heads the next buffer
             buffer = with_head_summary(buffer, container.page.summary, self._count(container.page.summary))

@@ -41,13 +41,13 @@ from gateway.core import (
     page_id,
     render_context,
     shelve_schema,
-    split_blocks,
     view_of,
 )
 from gateway.core.rounds import ZoomNames
 from gateway.errors import ContextLengthExceeded, InvalidRequest
 from gateway.core.lexical import term_counts
 from gateway.service.router import Router
+from gateway.service.split_cache import SplitCache
 
 __all__ = ["PagedContext", "ContextBuilder", "SAVE_COMMAND", "zoom_names"]
 
@@ -118,10 +118,13 @@ class ContextBuilder:
         self._counter_for = counter_for
         self._window_for = window_for
         self._ingest_counter = TokenCounter()
+        self._splits = SplitCache()
 
-    async def ingest(self, thread: ThreadKey, blocks: Sequence[Block], now: datetime) -> tuple[list[str], list[str]]:
+    async def ingest(
+        self, thread: ThreadKey, blocks: Sequence[Block], now: datetime, known_ids: Sequence[str] | None = None
+    ) -> tuple[list[str], list[str]]:
         """Store the blocks' pages that are new; return every block's page id in order, and the new ones."""
-        ids = [page_id(block.text) for block in blocks]
+        ids = list(known_ids) if known_ids is not None else [page_id(block.text) for block in blocks]
         missing = set(await self._store.missing(thread, ids))
         fresh: dict[str, tuple[Page, str]] = {}
         count = self._ingest_counter.count
@@ -148,21 +151,28 @@ class ContextBuilder:
         original page under it belongs to this request's history (pages of other branches never show)."""
         manifests = await self._store.manifests(thread, pool)
         roots = [page for page in pool if page in manifests]
+        covered: dict[str, bool] = {}
+
+        def covers(page: str) -> bool:
+            if page not in covered:
+                covered[page] = self._covered(page, manifests, history)
+            return covered[page]
+
         while True:
             parents = await self._store.parents(thread, roots)
             wanted = sorted({p for p in parents.values() if p not in manifests})
             manifests.update(await self._store.manifests(thread, wanted))
-            lifted: list[str] = []
+            lifted: dict[str, None] = {}
             changed = False
             for page in roots:
                 parent = parents.get(page)
-                if parent in manifests and self._covered(parent, manifests, history):
-                    if parent not in lifted:
-                        lifted.append(parent)
+                if parent in manifests and covers(parent):
+                    lifted[parent] = None
                     changed = True
                 else:
-                    lifted.append(page)
-            roots = [r for r in dict.fromkeys(lifted) if not any(p != r and r in manifests[p].page.source_ids for p in lifted)]
+                    lifted[page] = None
+            contained = {child for page in lifted for child in manifests[page].page.source_ids}
+            roots = [page for page in lifted if page not in contained]
             if not changed:
                 break
         pages = [m.page for m in manifests.values()]
@@ -181,11 +191,12 @@ class ContextBuilder:
     ) -> PagedContext:
         settings = self._settings
         try:
-            segmentation = split_blocks(messages)
+            split = self._splits.split(thread.scope, messages)
         except ValueError as exc:
             raise InvalidRequest(str(exc), param="messages") from exc
-        blocks = [b for b in segmentation.blocks if b.anchor_text.strip() != SAVE_COMMAND]
-        ids, added = await self.ingest(thread, blocks, now)
+        keep = [i for i, b in enumerate(split.blocks) if b.anchor_text.strip() != SAVE_COMMAND]
+        blocks = [split.blocks[i] for i in keep]
+        ids, added = await self.ingest(thread, blocks, now, [split.ids[i] for i in keep])
         cut = max(len(blocks) - settings.recent_turns, 0)
         recent_ids = set(ids[cut:])
         pool = [i for i in dict.fromkeys(ids[:cut]) if i not in recent_ids]
@@ -193,7 +204,7 @@ class ContextBuilder:
         persisted, steps = await self._store.focus(thread)
         state = normalize({k: v for k, v in persisted.items() if k in tree}, tree)
 
-        query = _query(segmentation.tail)
+        query = _query(split.tail)
         router_started = time.perf_counter()
         roots = [manifests[r] for r in tree.roots]
         previous = manifests.get(ids[-1]) if ids else None
@@ -218,14 +229,14 @@ class ContextBuilder:
         ]
         names = zoom_names(tools)
         counter = self._counter_for(model)
-        live: list[Mapping[str, Any]] = [m for b in blocks[cut:] for m in b.messages] + list(segmentation.tail)
+        live: list[Mapping[str, Any]] = [m for b in blocks[cut:] for m in b.messages] + list(split.tail)
 
         def compose(result: FitResult | None) -> list[Mapping[str, Any]]:
             views = dict(result.views) if result else {}
             background = tuple(background_line(pages[i]) for i in (result.background_ids if result else ()))
             nodes = nodes_from_state(tree, wanted, pages, roots=[r for r in tree.roots if r in views], overrides=views)
             xml = render_context(RenderInput(now=now, query=query, steps=steps, background=background, nodes=nodes, consult_name=names.consult, shelve_name=names.shelve))
-            return [{"role": "system", "content": _system_text(segmentation.system, xml)}, *live]
+            return [{"role": "system", "content": _system_text(split.system, xml)}, *live]
 
         def measure(result: FitResult) -> int:
             return counter.count_messages(compose(result))
@@ -243,7 +254,7 @@ class ContextBuilder:
         shown_state = {k: v for k, v in wanted.items() if k not in tree.roots} | dict(fit.views)
         history = set(ids)
         history_tokens = sum(m.page.tokens for i, m in manifests.items() if i in history) + counter.count_messages(
-            [*segmentation.system, *live]
+            [*split.system, *live]
         )
         return PagedContext(
             thread=thread,

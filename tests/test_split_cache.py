@@ -1,0 +1,28 @@
+"""Reusing a thread's previous split gives exactly what a fresh split gives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.core import page_id, split_blocks
+from gateway.service.split_cache import SplitCache
+
+ROLES = st.sampled_from(["user", "assistant", "system"])
+MESSAGES = st.lists(st.fixed_dictionaries({"role": ROLES, "content": st.sampled_from(["a", "b", "hello", ""])}), max_size=14)
+
+
+def fresh(messages: list[dict[str, Any]]) -> tuple[Any, ...]:
+    s = split_blocks(messages)
+    return s.system, tuple(b.text for b in s.blocks), tuple(page_id(b.text) for b in s.blocks), s.tail
+
+
+@settings(max_examples=200, deadline=None)
+@given(MESSAGES, MESSAGES, MESSAGES)
+def test_growing_histories_split_as_if_fresh(first: list[dict[str, Any]], more: list[dict[str, Any]], other: list[dict[str, Any]]) -> None:
+    cache = SplitCache(capacity=1)
+    for messages in (first, first + more, other, other + first):
+        got = cache.split("thread", messages)
+        assert (got.system, tuple(b.text for b in got.blocks), got.ids, got.tail) == fresh(messages)
