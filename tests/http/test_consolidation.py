@@ -76,16 +76,22 @@ def children_text(node: dict[str, Any]) -> str:
     return " ".join(c["summary"] for c in node.get("children", []))
 
 
-@pytest.fixture(scope="module")
-def consolidating(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+@pytest.fixture(scope="module", params=["extractive", "summarizer"])
+def consolidating(request: pytest.FixtureRequest, fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
     workdir = tmp_path_factory.mktemp("consolidating")
-    config = gateway_config(fake.url, workdir / "data", pcp={**PCP, "max_rounds": 6})
+    pcp = {**PCP, "max_rounds": 6} | ({"summarizer_model": "summarizer"} if request.param == "summarizer" else {})
+    config = gateway_config(fake.url, workdir / "data", pcp=pcp)
+    config["model_list"].append({"model_name": "summarizer", "litellm_params": {"model": "openai/summarizer", "api_base": fake.url, "api_key": "k"}})
     with GatewayProcess(config=config, workdir=workdir) as process:
         yield process
 
 
 def test_three_topics_become_three_containers(consolidating: GatewayProcess, upstream: FakeUpstream) -> None:
     thread = "topics-" + uuid.uuid4().hex[:8]
+    scripted = "summarizer" in consolidating.config["pcp"].get("summarizer_model", "")
+    summarizer = Summarizer()
+    if scripted:
+        upstream.script(*[summarizer] * 15)  # 12 manifests, 3 containers
     messages = exchanges(SOURDOUGH) + exchanges(ASYNCIO) + exchanges(MARATHON) + [{"role": "user", "content": "/save"}]
     reply = client(consolidating, thread).chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
     assert "consolidated" in (reply.choices[0].message.content or "")
@@ -95,8 +101,16 @@ def test_three_topics_become_three_containers(consolidating: GatewayProcess, ups
     assert [r["type"] for r in roots] == ["Consolidated"] * 3
     for root, topic in zip(roots, (SOURDOUGH, ASYNCIO, MARATHON)):
         assert len(root["children"]) == 4
-        assert all(q in children_text(root) for q in topic)  # extractive summaries: no summarizer configured
-    assert upstream.chat_requests == []  # /save never calls the upstream
+        if scripted:  # the manifests come from the summarizer
+            assert all(c["summary"].startswith("MANIFEST ") for c in root["children"])
+        else:
+            assert all(q in children_text(root) for q in topic)  # extractive summaries
+    if scripted:
+        assert sorted(r["summary"] for r in roots) == ["RUNNING SUMMARY 1", "RUNNING SUMMARY 2", "RUNNING SUMMARY 3"]
+        assert len(summarizer.consolidations) == 3
+        for text, topic in zip(summarizer.consolidations, (SOURDOUGH, ASYNCIO, MARATHON)):
+            assert all(q in text for q in topic)  # each container was summarized from its own topic's pages
+    assert [r for r in upstream.chat_requests if (r.body or {}).get("model") != "summarizer"] == []  # /save never calls the chat model
 
     # from now on the pool shows the containers, and the originals are one Consult → Unpacked → Consult away
     upstream.script(Reply(content="ok"))
