@@ -17,12 +17,10 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from redis.exceptions import RedisError
 
-from gateway.adapters.redis_store import Manifest, NewPage, RedisStore, encode_vector, manifest_json, parse_manifest
+from gateway.adapters.redis_store import Manifest, NewPage, RedisStore, encode_vector, manifest_json, parse_manifest, store_errors
 from gateway.adapters.store_keys import ThreadKey, threads_key
 from gateway.core.segmentation import Buffer
-from gateway.errors import StoreUnavailable
 
 __all__ = ["ConsolidationStore", "SegmentRecord", "buffer_json", "parse_buffer"]
 
@@ -107,10 +105,8 @@ class ConsolidationStore:
         self._redis: Any = store.client
 
     async def _call(self, coroutine: Any) -> Any:
-        try:
+        with store_errors():
             return await coroutine
-        except (RedisError, OSError) as exc:
-            raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
 
     async def segment(self, thread: ThreadKey) -> SegmentRecord:
         raw = await self._call(self._redis.hmget(self._store.keys(thread).segment, ["cursor", "buffer"]))

@@ -11,7 +11,8 @@ import base64
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -26,7 +27,7 @@ from gateway.core import Page, PageType, Step, View
 from gateway.adapters.store_keys import ThreadKey, ThreadKeys, threads_key
 from gateway.errors import StoreUnavailable
 
-__all__ = ["open_redis", "RedisStore", "ThreadKey", "Manifest", "NewPage", "manifest_json", "parse_manifest"]
+__all__ = ["open_redis", "RedisStore", "ThreadKey", "Manifest", "NewPage", "manifest_json", "parse_manifest", "store_errors"]
 
 log = logging.getLogger("gateway.store")
 
@@ -113,6 +114,15 @@ def parse_manifest(page_id: str, raw: str, content: str = "") -> Manifest:
     )
 
 
+@contextmanager
+def store_errors() -> Iterator[None]:
+    """Redis failures, as the gateway's error: the one place they are translated."""
+    try:
+        yield
+    except (RedisError, OSError) as exc:
+        raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
+
+
 class ManifestCache:
     """Parsed manifests by (thread, page id), reused while the stored JSON is unchanged.
 
@@ -186,10 +196,8 @@ class RedisStore:
         """The ids (in order) that have no stored page in this thread."""
         if not ids:
             return []
-        try:
+        with store_errors():
             present = await self._redis.hmget(self.keys(thread).manifest, list(ids))
-        except (RedisError, OSError) as exc:
-            raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
         return [page_id for page_id, value in zip(ids, present) if value is None]
 
     async def add_pages(self, thread: ThreadKey, pages: Iterable[NewPage], now: float) -> list[str]:
@@ -202,22 +210,18 @@ class RedisStore:
         for new in items:
             vector = encode_vector(new.vector) if new.vector is not None else ""
             args += [new.page.id, manifest_json(new), new.page.content, vector]
-        try:
+        with store_errors():
             added = await self._redis.eval(_ADD_PAGES, 4, keys.manifest, keys.content, keys.vector, keys.log, *args)
             if added:  # the registry is another slot: a separate, idempotent write
                 await self._redis.zadd(threads_key(self.prefix), {thread.scope: now})
-        except (RedisError, OSError) as exc:
-            raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
         return [str(page_id) for page_id in added]
 
     async def manifests(self, thread: ThreadKey, ids: Sequence[str]) -> dict[str, Manifest]:
         """Manifests of the stored pages among `ids`."""
         if not ids:
             return {}
-        try:
+        with store_errors():
             raws = await self._redis.hmget(self.keys(thread).manifest, list(ids))
-        except (RedisError, OSError) as exc:
-            raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
         found: dict[str, Manifest] = {}
         for page_id, raw in zip(ids, raws):
             if raw is not None:
@@ -228,13 +232,11 @@ class RedisStore:
         """Full pages (content included) of the stored pages among `ids`."""
         if not ids:
             return {}
-        try:
+        with store_errors():
             async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.hmget(self.keys(thread).manifest, list(ids))
                 pipe.hmget(self.keys(thread).content, list(ids))
                 raws, contents = await pipe.execute()
-        except (RedisError, OSError) as exc:
-            raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
         return {
             page_id: parse_manifest(page_id, raw, content or "").page
             for page_id, raw, content in zip(ids, raws, contents)
@@ -245,37 +247,29 @@ class RedisStore:
         """Content embeddings of the pages among `ids` that have one."""
         if not ids:
             return {}
-        try:
+        with store_errors():
             raws = await self._redis.hmget(self.keys(thread).vector, list(ids))
-        except (RedisError, OSError) as exc:
-            raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
         return {page_id: decode_vector(raw) for page_id, raw in zip(ids, raws) if raw is not None}
 
     async def parents(self, thread: ThreadKey, ids: Sequence[str]) -> dict[str, str]:
         """The containing consolidated page of each of `ids` that has one."""
         if not ids:
             return {}
-        try:
+        with store_errors():
             raws = await self._redis.hmget(self.keys(thread).parent, list(ids))
-        except (RedisError, OSError) as exc:
-            raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
         return {page_id: parent for page_id, parent in zip(ids, raws) if parent is not None}
 
     async def page_count(self, thread: ThreadKey) -> int:
-        try:
+        with store_errors():
             return int(await self._redis.hlen(self.keys(thread).manifest))
-        except (RedisError, OSError) as exc:
-            raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
 
     async def focus(self, thread: ThreadKey) -> tuple[dict[str, View], tuple[Step, ...]]:
         """The thread's persisted views and reasoning trace."""
-        try:
+        with store_errors():
             async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.hgetall(self.keys(thread).views)
                 pipe.lrange(self.keys(thread).trace, 0, -1)
                 views, trace = await pipe.execute()
-        except (RedisError, OSError) as exc:
-            raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
         steps = []
         for raw in trace:
             data = json.loads(raw)
@@ -287,22 +281,18 @@ class RedisStore:
         if not ids:
             return
         keys = self.keys(thread)
-        try:
+        with store_errors():
             async with self._redis.pipeline(transaction=True) as pipe:
                 for page_id in ids:
                     pipe.hincrby(keys.heat, page_id, 1)
                 pipe.hset(keys.seen, mapping={page_id: when.isoformat() for page_id in ids})
                 await pipe.execute()
-        except (RedisError, OSError) as exc:
-            raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
 
     async def last_seen(self, thread: ThreadKey, ids: Sequence[str]) -> dict[str, datetime]:
         if not ids:
             return {}
-        try:
+        with store_errors():
             raws = await self._redis.hmget(self.keys(thread).seen, list(ids))
-        except (RedisError, OSError) as exc:
-            raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
         return {page_id: datetime.fromisoformat(raw) for page_id, raw in zip(ids, raws) if raw is not None}
 
     async def save_focus(
@@ -310,7 +300,7 @@ class RedisStore:
     ) -> None:
         """Replace the thread's views and append steps to its trace (trimmed to `trace_limit`)."""
         views_key, trace_key = self.keys(thread).views, self.keys(thread).trace
-        try:
+        with store_errors():
             async with self._redis.pipeline(transaction=True) as pipe:
                 pipe.delete(views_key)
                 if views:
@@ -319,8 +309,6 @@ class RedisStore:
                     pipe.rpush(trace_key, *(_step_json(step) for step in new_steps))
                     pipe.ltrim(trace_key, -trace_limit, -1) if trace_limit else pipe.delete(trace_key)
                 await pipe.execute()
-        except (RedisError, OSError) as exc:
-            raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
 
 
 def _step_json(step: Step) -> str:

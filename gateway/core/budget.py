@@ -5,8 +5,8 @@ Demotion order is a double decay of age and relevance. Each candidate gets
     priority = (FLOOR + (1 - FLOOR) * relevance) * (AGE_FLOOR + (1 - AGE_FLOOR) * 0.5 ** (age / half_life))
 
 (``relevance`` in [0, 1], ``age = now - timestamp`` clamped at 0, ``FLOOR`` = 0.1 so that age still orders
-pages of zero relevance, ``AGE_FLOOR`` = 0.5 so that age can at most halve a page's priority: in a conversation
-that spans months a relevant old page must still beat an irrelevant recent one). When the candidates at their requested views do not fit, the context is filled from the
+pages of zero relevance, ``AGE_FLOOR`` = 0.8 so that age takes at most a fifth of a page's priority: in a
+conversation that spans months a relevant old page must still beat a less relevant recent one). When the candidates at their requested views do not fit, the context is filled from the
 highest priority down: each page takes the richest level that still fits, in the order
 
 requested view (Unpacked / Detail / Summary) → Detail (from Unpacked, only where smaller) → Summary →
@@ -53,7 +53,7 @@ __all__ = [
 
 DEFAULT_HALF_LIFE = timedelta(hours=24)
 FLOOR = 0.1
-AGE_FLOOR = 0.5
+AGE_FLOOR = 0.8
 NODE_OVERHEAD = 40
 BACKGROUND_OVERHEAD = 10
 

@@ -9,22 +9,16 @@ from __future__ import annotations
 __all__ = ["system_instructions"]
 
 _TEMPLATE = """\
-This is your memory of this conversation. Use it to answer the Query (the user's current message).
-- CURRENT_TIME is now (UTC); each Node's timestamp says when that part of the conversation happened.
-- Linear_Flow lists earlier parts of the conversation as Nodes, oldest first.
-- type="Original": one earlier exchange. type="Consolidated": several exchanges on one topic; it contains child Nodes.
-- view="Summary" shows a Summary that may leave out details. view="Detail" shows the full Content.
-  view="Unpacked" shows a Consolidated Node's children instead of its Content.
-- Background_Context, if present, notes older parts that are not listed.
-- Reasoning_Trace lists your earlier {consult}/{shelve} calls.
-Tools:
-- {consult}(ids, reason): open Nodes one level: Summary -> Detail; a Consolidated Node in Detail -> Unpacked.
-- {shelve}(ids, reason): fold Nodes one level back when you no longer need them.
+Your memory of this conversation. Answer the Query (the user's current message).
+- CURRENT_TIME is now; each Node's timestamp is when that part happened. Linear_Flow lists earlier parts, oldest first.
+- type="Original": one exchange. type="Consolidated": several exchanges on one topic, with child Nodes inside.
+- view="Summary" may leave details out; view="Detail" is the full Content; view="Unpacked" shows a Consolidated Node's children.
+- Background_Context notes older parts not listed. Reasoning_Trace lists your earlier {consult}/{shelve} calls.
+Tools: {consult}(ids, reason) opens Nodes one level (Summary -> Detail -> Unpacked); {shelve}(ids, reason) folds them back.
 Rules:
 - If the answer needs a detail you only see in a Summary, first call {consult} with that Node's id. Never guess what a Summary hides.
-- If what you need is already shown in Detail, or the Query needs no memory, answer directly.
-- Copy ids exactly. Give a short, specific reason.
-- When the tool result shows the text you need, stop calling tools and answer.
+- If what you need is shown in Detail, or the Query needs no memory, answer directly.
+- Copy ids exactly; give a short, specific reason. Once the tool result shows what you need, stop calling tools and answer.
 - Do not mention this memory, ids or tools unless asked."""
 
 

@@ -205,17 +205,9 @@ class ContextBuilder:
         state = normalize({k: v for k, v in persisted.items() if k in tree}, tree)
 
         query = _query(split.tail)
-        router_started = time.perf_counter()
-        roots = [manifests[r] for r in tree.roots]
-        previous = manifests.get(ids[-1]) if ids else None
-        if ids and previous is None:
-            previous = (await self._store.manifests(thread, ids[-1:])).get(ids[-1])
-        selection = await self._router.select(thread, query, previous.page.summary if previous else None, roots)
-        relevance = dict(selection.relevance)
-        relevance.update({page: 1.0 for page in state if page in relevance})  # the model opened it: keep it open
-        requested = dict(selection.views)
-        requested.update({k: v for k, v in state.items() if k in tree.roots})
-        router_ms = (time.perf_counter() - router_started) * 1000
+        started = time.perf_counter()
+        relevance, requested = await self._select(thread, query, ids, tree, manifests, state)
+        router_ms = (time.perf_counter() - started) * 1000
         wanted = dict(state)
         wanted.update(requested)
         detail_ids = [i for i in tree.ids() if view_of(wanted, i) is View.DETAIL]
@@ -224,8 +216,8 @@ class ContextBuilder:
 
         seen = await self._store.last_seen(thread, tree.roots)
         candidates = [
-            self._candidate(m, relevance[m.page.id], view_of(requested, m.page.id), tree, manifests, wanted, seen.get(m.page.id))
-            for m in roots
+            self._candidate(manifests[r], relevance[r], view_of(requested, r), tree, manifests, wanted, seen.get(r))
+            for r in tree.roots
         ]
         names = zoom_names(tools)
         counter = self._counter_for(model)
@@ -275,6 +267,21 @@ class ContextBuilder:
             added=tuple(added),
         )
 
+    async def _select(
+        self, thread: ThreadKey, query: str, ids: Sequence[str], tree: PageTree, manifests: Mapping[str, Manifest], state: ViewState
+    ) -> tuple[dict[str, float], dict[str, View]]:
+        """Relevance per top-level page and the views asked for: the router's, and the model's own zoom."""
+        roots = [manifests[r] for r in tree.roots]
+        previous = manifests.get(ids[-1]) if ids else None
+        if ids and previous is None:
+            previous = (await self._store.manifests(thread, ids[-1:])).get(ids[-1])
+        selection = await self._router.select(thread, query, previous.page.summary if previous else None, roots)
+        relevance = dict(selection.relevance)
+        relevance.update({page: 1.0 for page in state if page in relevance})  # the model opened it: keep it open
+        requested = dict(selection.views)
+        requested.update({k: v for k, v in state.items() if k in tree.roots})
+        return relevance, requested
+
     def _candidate(
         self,
         manifest: Manifest,
@@ -295,7 +302,9 @@ class ContextBuilder:
         return Candidate(
             id=page.id,
             relevance=relevance,
-            timestamp=max(page.timestamp, seen) if seen else page.timestamp,  # use keeps a page fresh
+            # a page opened recently is a quarter younger for it: use keeps it fresher, but not fresher than
+            # a relevant page the model has not needed yet
+            timestamp=page.timestamp + (seen - page.timestamp) / 4 if seen and seen > page.timestamp else page.timestamp,
             summary_tokens=manifest.summary_tokens,
             detail_tokens=page.tokens,
             view=view,

@@ -41,9 +41,9 @@ def fit(candidates: list[Candidate], budget: int, fixed: int = 0, window: int | 
 def test_priority_is_a_double_decay() -> None:
     assert priority(cand("a", 1.0, 0), NOW) == 1.0
     assert priority(cand("a", 0.0, 0), NOW) == pytest.approx(0.1)
-    assert priority(cand("a", 1.0, 24), NOW) == pytest.approx(0.75)
-    assert priority(cand("a", 1.0, 24), NOW, half_life=timedelta(hours=12)) == pytest.approx(0.625)
-    assert priority(cand("a", 1.0, 24 * 365), NOW) == pytest.approx(0.5)  # age at most halves it
+    assert priority(cand("a", 1.0, 24), NOW) == pytest.approx(0.9)
+    assert priority(cand("a", 1.0, 24), NOW, half_life=timedelta(hours=12)) == pytest.approx(0.85)
+    assert priority(cand("a", 1.0, 24 * 365), NOW) == pytest.approx(0.8)  # age takes at most a fifth
     assert priority(cand("old but relevant", 1.0, 24 * 90), NOW) > priority(cand("fresh", 0.2, 0), NOW)
     assert priority(cand("a", 1.0, -5), NOW) == 1.0
     assert DEFAULT_HALF_LIFE == timedelta(hours=24)
