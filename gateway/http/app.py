@@ -82,7 +82,9 @@ async def _sse_body(first: StreamItem, items: AsyncIterator[StreamItem]) -> Asyn
         log.exception("stream failed mid-way")
         yield _sse(GatewayError("the gateway failed while streaming").body())
     finally:
-        await items.aclose() if hasattr(items, "aclose") else None
+        close = getattr(items, "aclose", None)
+        if close is not None:
+            await close()
 
 
 def create_app(

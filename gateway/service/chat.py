@@ -104,9 +104,8 @@ class ChatService:
         return Completion(body=body, headers={**pcp_headers(context), "x-pcp-rounds": str(rounds)})
 
     def stream(self, request: ChatRequest) -> CompletionStream:
-        result = CompletionStream(items=_empty())
-        result.items = self._stream(request, result.headers)
-        return result
+        headers: dict[str, str] = {}
+        return CompletionStream(items=self._stream(request, headers), headers=headers)
 
     async def _stream(self, request: ChatRequest, headers: dict[str, str]) -> AsyncIterator[StreamItem]:
         thread, request = self._thread(request)
@@ -153,11 +152,6 @@ class ChatService:
                 f"(GET /pcp/threads/{thread.thread} shows it, and pending_jobs reaches 0 when it is done)."
             )
         return text, {"x-pcp-thread": thread.thread, "x-pcp-rounds": "0", "x-pcp-pages": f"0/{total}"}
-
-
-async def _empty() -> AsyncIterator[StreamItem]:
-    return
-    yield  # pragma: no cover
 
 
 def _local_completion(model: str, text: str) -> dict[str, Any]:
