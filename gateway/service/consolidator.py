@@ -236,8 +236,9 @@ class Consolidator:
         if self._settings.summarizer_model is None:
             return result
         updated: list[NewPage] = []
+        contents = await self._store.pages(thread, [m.page.id for m in manifests])  # one round trip for all
         for manifest in manifests:
-            full = (await self._store.pages(thread, [manifest.page.id])).get(manifest.page.id)
+            full = contents.get(manifest.page.id)
             answer = await self._ask(manifest_prompt(full), parse_manifest_answer) if full is not None else None
             if answer is None:
                 continue

@@ -230,8 +230,15 @@ class ContextBuilder:
             xml = render_context(RenderInput(now=now, query=query, steps=steps, background=background, nodes=nodes, consult_name=names.consult, shelve_name=names.shelve))
             return [{"role": "system", "content": _system_text(split.system, xml)}, *live]
 
+        rendered: dict[tuple[object, ...], list[Mapping[str, Any]]] = {}  # the budget's last rendering, reused
+
+        def key(result: FitResult) -> tuple[object, ...]:
+            return (tuple(result.views.items()), result.background_ids)
+
         def measure(result: FitResult) -> int:
-            return counter.count_messages(compose(result))
+            rendered.clear()
+            rendered[key(result)] = compose(result)
+            return counter.count_messages(rendered[key(result)])
 
         try:
             fit = fit_rendered(candidates, fixed_tokens=counter.count_messages(compose(None)), budget=budget, now=now, measure=measure, window=self._window_for(model))
@@ -251,7 +258,7 @@ class ContextBuilder:
         return PagedContext(
             thread=thread,
             now=now,
-            messages=tuple(compose(fit)),
+            messages=tuple(rendered.get(key(fit)) or compose(fit)),
             names=names,
             zoom_tools=(consult_schema(names.consult), shelve_schema(names.shelve)),
             tree=tree,
