@@ -395,7 +395,7 @@ def pick_request(fake: Any, question: str) -> Mapping[str, Any] | None:
 
 
 def run_gateway(convs: Sequence[Conversation], budgets: Sequence[int], max_questions: int | None,
-                stack: ExitStack) -> tuple[list[Outcome], GatewayStats]:
+                stack: ExitStack, pcp: Mapping[str, Any]) -> tuple[list[Outcome], GatewayStats]:
     import httpx
 
     from tests.support.fake_upstream import FakeUpstream
@@ -404,7 +404,7 @@ def run_gateway(convs: Sequence[Conversation], budgets: Sequence[int], max_quest
     stats = GatewayStats()
     tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="pcp-evidence-")))
     fake = stack.enter_context(FakeUpstream())
-    config = gateway_config(fake.url, tmp / "data", embedded=True, pcp={"budget_tokens": 4000})
+    config = gateway_config(fake.url, tmp / "data", embedded=True, pcp={"budget_tokens": 4000, **pcp})
     config["server"]["max_body_bytes"] = 16_000_000
     log(f"starting the gateway (embedded Redis in {tmp}) ...")
     gw = GatewayProcess(config=config, workdir=tmp)
@@ -674,6 +674,19 @@ def write_docs(section: str) -> None:
     log(f"wrote {DOCS}")
 
 
+def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
+    """``["recent_turns=1", "router_model=null"]`` -> ``{"recent_turns": 1, "router_model": None}``."""
+    import yaml
+
+    overrides: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--pcp wants KEY=VALUE, got {item!r}")
+        overrides[key.strip()] = yaml.safe_load(value)
+    return overrides
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--conversations", type=int, default=None, help="use the first N conversations (default all)")
@@ -682,7 +695,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-gateway", action="store_true", help="baselines only")
     parser.add_argument("--write-docs", action="store_true", help=f"replace the results section of {DOCS.name}")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo10.json (read in place)")
+    parser.add_argument("--pcp", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a pcp setting of the gateway under test (YAML value), e.g. --pcp recent_turns=1")
     args = parser.parse_args(argv)
+    try:
+        overrides = parse_overrides(args.pcp)
+    except ValueError as exc:
+        parser.error(str(exc))
     budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
     command = ".venv/bin/python -m bench.evidence_recall " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
 
@@ -700,7 +719,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with ExitStack() as stack:
         try:
             if not args.no_gateway:
-                results["pcp gateway"], stats = run_gateway(convs, budgets, args.questions, stack)
+                results["pcp gateway"], stats = run_gateway(convs, budgets, args.questions, stack, overrides)
         except KeyboardInterrupt:
             log("interrupted; stopping the gateway and the fake upstream")
             return 130

@@ -89,6 +89,7 @@ class PcpSettings(_Strict):
     adsorb_threshold: float = Field(default=0.6, ge=-1.0, le=1.0)
     short_anchor_tokens: int = Field(default=12, ge=0)
     max_processing_tokens: int = Field(default=8000, gt=0)
+    container_tokens: int | None = Field(default=None, gt=0)
     idle_flush_minutes: float = Field(default=30.0, gt=0)
     merge_interval_hours: float = Field(default=12.0, gt=0)
     merge_staleness_hours: float = Field(default=72.0, ge=0)

@@ -30,6 +30,7 @@ from gateway.core.render import (
     nodes_from_state,
     render_context,
     render_node,
+    summary_fits_line,
     xml_safe,
 )
 from gateway.core.tokens import TokenCounter, encoding_for_model
@@ -79,6 +80,7 @@ __all__ = [
     "ZoomResult",
     "append_steps",
     "background_line",
+    "summary_fits_line",
     "consolidated_page",
     "consult",
     "consult_schema",

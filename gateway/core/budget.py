@@ -10,7 +10,11 @@ conversation that spans months a relevant old page must still beat a less releva
 highest priority down: each page takes the richest level that still fits, in the order
 
 requested view (Unpacked / Detail / Summary) → Detail (from Unpacked, only where smaller) → Summary →
-a one-line note folded into ``<Background_Context>`` → dropped.
+a line folded into ``<Background_Context>`` → dropped.
+
+A page whose line carries its whole summary (``summary_on_line``) skips the Summary node: the node would add
+only its tags (~40 tokens) to the same text, and the line costs a fraction of that, so a tight context shows
+more pages. When everything fits, nothing is demoted and such a page keeps its requested view.
 
 So the most relevant, most recent pages keep their detail and the least keep nothing, and a page of high priority
 is never demoted to make room for one of lower priority. Ties go to the newer page.
@@ -77,8 +81,9 @@ class Candidate:
     """A top-level page that may appear in ``<Linear_Flow>``.
 
     Token fields are the page's text in each view (without the node tags, see ``node_overhead``);
-    ``background_tokens`` is its one-line note once folded; ``unpacked_tokens`` is needed only when the
-    requested ``view`` is Unpacked (the nested rendering).
+    ``background_tokens`` is its line once folded; ``unpacked_tokens`` is needed only when the
+    requested ``view`` is Unpacked (the nested rendering). ``summary_on_line``: the folded line holds the
+    whole summary, so the Summary level is skipped when the context does not fit.
     """
 
     id: str
@@ -89,6 +94,7 @@ class Candidate:
     view: View = View.SUMMARY
     background_tokens: int = 0
     unpacked_tokens: int | None = None
+    summary_on_line: bool = False
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.relevance <= 1.0:
@@ -195,7 +201,9 @@ def _chain(candidate: Candidate, plan: _Plan) -> list[Level]:
     chain = [requested]
     if requested is Level.UNPACKED and plan.cost(candidate, Level.DETAIL) < plan.cost(candidate, Level.UNPACKED):
         chain.append(Level.DETAIL)
-    if requested is not Level.SUMMARY:
+    if candidate.summary_on_line:
+        chain = [level for level in chain if level is not Level.SUMMARY]
+    elif requested is not Level.SUMMARY:
         chain.append(Level.SUMMARY)
     chain.append(Level.BACKGROUND)
     return chain

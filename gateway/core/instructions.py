@@ -13,7 +13,7 @@ Your memory of this conversation. Answer the Query (the user's current message).
 - CURRENT_TIME is now; each Node's timestamp is when that part happened. Linear_Flow lists earlier parts, oldest first.
 - type="Original": one exchange. type="Consolidated": several exchanges on one topic, with child Nodes inside.
 - view="Summary" may leave details out; view="Detail" is the full Content; view="Unpacked" shows a Consolidated Node's children.
-- Background_Context notes older parts not listed. Reasoning_Trace lists your earlier {consult}/{shelve} calls.
+- Background_Context lists other parts as "[date id] summary" lines; {consult} an id to open one. Reasoning_Trace lists your earlier {consult}/{shelve} calls.
 Tools: {consult}(ids, reason) opens Nodes one level (Summary -> Detail -> Unpacked); {shelve}(ids, reason) folds them back.
 Rules:
 - If the answer needs a detail you only see in a Summary, first call {consult} with that Node's id. Never guess what a Summary hides.

@@ -30,6 +30,7 @@ __all__ = [
     "NodeSpec",
     "RenderInput",
     "background_line",
+    "summary_fits_line",
     "iso_time",
     "nodes_from_state",
     "render_context",
@@ -38,7 +39,7 @@ __all__ = [
 ]
 
 PCP_VERSION = "1.0"
-BACKGROUND_LINE_CAP = 100  # a folded page leaves a trace, not a second summary
+BACKGROUND_LINE_CAP = 600  # characters of a folded page's summary kept on its line
 _ILLEGAL_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
@@ -140,8 +141,14 @@ def render_context(data: RenderInput) -> str:
 
 
 def background_line(page: Page) -> str:
-    """The one-line trace a page leaves in ``<Background_Context>`` once folded: its date and summary lead."""
-    return f"[{utc(page.timestamp):%Y-%m-%d}] {lead_text(page.summary, BACKGROUND_LINE_CAP)}"
+    """The line a page leaves in ``<Background_Context>`` once folded: its date, its id (so the model can still
+    consult it) and its summary on one line — whole when it fits :data:`BACKGROUND_LINE_CAP`, else its lead."""
+    return f"[{utc(page.timestamp):%Y-%m-%d} {page.id}] {lead_text(page.summary, BACKGROUND_LINE_CAP)}"
+
+
+def summary_fits_line(page: Page) -> bool:
+    """Whether :func:`background_line` carries ``page``'s whole summary (a Summary node would add only tags)."""
+    return len(" ".join(page.summary.split())) <= BACKGROUND_LINE_CAP
 
 
 def nodes_from_state(

@@ -11,17 +11,23 @@ new :class:`SegmentBlock`, :func:`admit` decides:
   the kernel toward its anchor (weight ``kernel_weight``); a buffer without a kernel (empty, or only short
   anchors so far) adopts the anchor as its kernel;
 * otherwise the block **drifts**: the buffer is flushed (``DRIFT``) and the block opens a new topic;
+* an adsorbed block that would take the buffer past ``container_tokens`` (when set) **splits** it: the buffer is
+  flushed (``SPLIT``) and the block opens the next buffer of the *same* topic, with nothing carried over — a
+  container stays small enough to be shown whole in Detail, and metabolic merging joins the parts later;
 * an adsorbed block that would take the buffer past ``max_processing_tokens`` **relays**: the buffer is flushed
   (``RELAY``, ``carry=True``) and the block opens the next buffer of the *same* topic (same ``topic_id`` and
   kernel). The IO side writes the running summary of the flush into the new buffer with :func:`with_head_summary`.
+* a block that comes ``idle`` or more after the buffer's latest page (in the pages' own time) finds a buffer that
+  was already idle: it is flushed (``IDLE``) first and the block starts afresh, so the outcome does not depend on
+  whether the idle scheduler ran in between.
 
 Drift is decided before relay: a block that leaves the topic never joins it just because the buffer is full
 (seed §4.1.3 relays first and then compares the block to the relayed summary; a drifting block would then flush
 a buffer holding only that summary, so the outcome is the same and only one flush is ever needed).
 
 :func:`flush_if_idle` flushes a buffer quiet for ``idle`` (``IDLE``) and :func:`flush_now` flushes on ``/save``
-(``SAVE``). After ``DRIFT``, ``IDLE`` and ``SAVE`` the next buffer starts fresh; after ``RELAY`` it keeps the
-topic. A flush never has zero pages.
+(``SAVE``). After ``DRIFT``, ``IDLE`` and ``SAVE`` the next buffer starts fresh; after ``SPLIT`` and ``RELAY`` it
+keeps the topic. A flush never has zero pages.
 
 The buffer's life is the table :data:`TRANSITIONS` keyed by (:class:`SegmentState`, :class:`SegmentEvent`),
 applied by :func:`next_segment_state`; the only illegal move is a relay from an empty buffer.
@@ -87,6 +93,7 @@ class SegmentState(enum.Enum):
 class SegmentEvent(enum.Enum):
     BLOCK_ADSORBED = "block adsorbed"
     DRIFT = "drift"
+    SPLIT = "split"
     RELAY = "relay"
     IDLE = "idle"
     SAVE = "save"
@@ -94,6 +101,7 @@ class SegmentEvent(enum.Enum):
 
 class FlushReason(enum.Enum):
     DRIFT = "drift"
+    SPLIT = "split"
     RELAY = "relay"
     IDLE = "idle"
     SAVE = "save"
@@ -113,6 +121,7 @@ TRANSITIONS: Mapping[tuple[SegmentState, SegmentEvent], Step] = {
     (_E, SegmentEvent.BLOCK_ADSORBED): Step(_C, flush=False, keep_topic=True),
     (_C, SegmentEvent.BLOCK_ADSORBED): Step(_C, flush=False, keep_topic=True),
     (_C, SegmentEvent.DRIFT): Step(_E, flush=True, keep_topic=False),
+    (_C, SegmentEvent.SPLIT): Step(_E, flush=True, keep_topic=True),
     (_C, SegmentEvent.RELAY): Step(_E, flush=True, keep_topic=True),
     (_C, SegmentEvent.IDLE): Step(_E, flush=True, keep_topic=False),
     (_C, SegmentEvent.SAVE): Step(_E, flush=True, keep_topic=False),
@@ -145,12 +154,15 @@ class SegmentationPolicy:
     max_processing_tokens: int = 8000
     kernel_weight: float = 0.3
     idle: timedelta = timedelta(minutes=30)
+    container_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if not -1.0 <= self.adsorb_threshold <= 1.0:
             raise ValueError("adsorb_threshold must be in [-1, 1]")
         if self.short_anchor_tokens < 0 or self.max_processing_tokens <= 0:
             raise ValueError("short_anchor_tokens must be >= 0 and max_processing_tokens > 0")
+        if self.container_tokens is not None and self.container_tokens <= 0:
+            raise ValueError("container_tokens must be > 0")
         if not 0.0 < self.kernel_weight <= 1.0:
             raise ValueError("kernel_weight must be in (0, 1]")
         if self.idle <= timedelta(0):
@@ -275,10 +287,15 @@ def admit(buffer: Buffer, block: SegmentBlock, policy: SegmentationPolicy) -> tu
     whose kernel is its anchor; a relay keeps ``topic_id`` and the kernel (moved toward the block's anchor).
     """
     flush = None
-    if _drifts(buffer, block, policy):
+    cap = policy.container_tokens
+    if buffer.page_ids and buffer.last_at is not None and block.timestamp - buffer.last_at >= policy.idle:
+        buffer, flush = _apply(buffer, SegmentEvent.IDLE)
+    elif _drifts(buffer, block, policy):
         buffer, flush = _apply(buffer, SegmentEvent.DRIFT)
     elif buffer.page_ids and buffer.tokens + block.tokens > policy.max_processing_tokens:
         buffer, flush = _apply(buffer, SegmentEvent.RELAY)
+    elif buffer.page_ids and cap is not None and buffer.tokens + block.tokens > cap:
+        buffer, flush = _apply(buffer, SegmentEvent.SPLIT)
     return _adsorb(buffer, block, policy), flush
 
 

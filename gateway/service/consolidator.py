@@ -78,6 +78,7 @@ class Consolidator:
             adsorb_threshold=settings.adsorb_threshold,
             short_anchor_tokens=settings.short_anchor_tokens,
             max_processing_tokens=settings.max_processing_tokens,
+            container_tokens=settings.container_tokens,
             idle=timedelta(minutes=settings.idle_flush_minutes),
         )
 

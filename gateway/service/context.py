@@ -41,6 +41,7 @@ from gateway.core import (
     page_id,
     render_context,
     shelve_schema,
+    summary_fits_line,
     view_of,
 )
 from gateway.core.rounds import ZoomNames
@@ -317,4 +318,5 @@ class ContextBuilder:
             view=view,
             background_tokens=manifest.background_tokens,
             unpacked_tokens=unpacked,
+            summary_on_line=summary_fits_line(page),
         )

@@ -83,6 +83,20 @@ def test_folding_then_dropping() -> None:
     assert dropped.total_tokens == 6 and not dropped.over_budget
 
 
+def test_a_summary_whole_on_its_line_is_folded_rather_than_shown_as_a_node() -> None:
+    # the node would repeat the line's text inside ~40 tokens of tags: under pressure the line is enough
+    on_line = [Candidate(c, 0.5, NOW - timedelta(hours=h), 30, 40, S, 36, summary_on_line=True) for c, h in (("a", 2), ("b", 1))]
+    result = fit_context(on_line, fixed_tokens=0, budget=100, now=NOW, background_overhead=0)
+    assert (dict(result.views), result.background_ids, result.total_tokens) == ({}, ("a", "b"), 74)
+    # a node keeps its Summary when its summary is longer than its line
+    plain = [Candidate(c, 0.5, NOW - timedelta(hours=h), 30, 40, S, 36) for c, h in (("a", 2), ("b", 1))]
+    assert dict(fit_context(plain, fixed_tokens=0, budget=100, now=NOW, background_overhead=0).views) == {"b": S}
+    # a Detail request steps straight down to the line; and when everything fits, nothing is folded
+    detail = [Candidate("a", 0.5, NOW, 30, 400, D, 36, summary_on_line=True)]
+    assert fit_context(detail, fixed_tokens=0, budget=100, now=NOW, background_overhead=0).background_ids == ("a",)
+    assert dict(fit_context(on_line, fixed_tokens=0, budget=1_000, now=NOW).views) == {"a": S, "b": S}
+
+
 def test_background_envelope_is_counted_once() -> None:
     result = fit_context([cand("a", view=S), cand("b", view=S)], fixed_tokens=0, budget=19, now=NOW,
                          node_overhead=0, background_overhead=BACKGROUND_OVERHEAD)
@@ -156,6 +170,7 @@ def candidates(draw: st.DrawFn) -> list[Candidate]:
                 view,
                 draw(st.integers(min_value=0, max_value=60)),
                 draw(st.integers(min_value=0, max_value=5_000)) if view is U else None,
+                draw(st.booleans()),
             )
         )
     return found

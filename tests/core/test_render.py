@@ -14,7 +14,9 @@ from gateway.core.pages import Page, PageType, original_page
 from gateway.core.render import (
     NodeSpec,
     RenderInput,
+    BACKGROUND_LINE_CAP,
     background_line,
+    summary_fits_line,
     iso_time,
     nodes_from_state,
     render_context,
@@ -146,7 +148,15 @@ def test_nodes_from_state() -> None:
 
 
 def test_background_line_and_time() -> None:
-    assert background_line(page("a0000001", 0, summary="Redis set up.  Uses AOF.")) == "[2026-02-14] Redis set up. Uses AOF."
+    short = page("a0000001", 0, summary="Redis set up.  Uses AOF.")
+    assert background_line(short) == "[2026-02-14 a0000001] Redis set up. Uses AOF."
+    assert summary_fits_line(short)
+    sentences = " ".join(f"Fact number {n} is kept." for n in range(60))  # ~1,400 characters
+    long = page("a0000002", 0, summary=sentences)
+    line = background_line(long)
+    assert not summary_fits_line(long)
+    assert line.startswith("[2026-02-14 a0000002] Fact number 0 is kept.") and line.endswith("kept. …")
+    assert len(line) <= len("[2026-02-14 a0000002] ") + BACKGROUND_LINE_CAP + 2
     assert iso_time(datetime(2026, 2, 14, 12, 30, 5, 999, tzinfo=timezone(timedelta(hours=2)))) == "2026-02-14T10:30:05Z"
 
 

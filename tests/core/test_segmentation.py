@@ -169,6 +169,29 @@ def test_idle_flush_after_the_quiet_period_only() -> None:
     assert flush_if_idle(buffer, naive, POLICY)[1] is not None
 
 
+def test_a_block_after_an_idle_gap_flushes_the_buffer_first() -> None:
+    # the pages' own time decides, so the outcome does not depend on when the idle scheduler ran
+    buffer, flushes = feed([blk("p0", minute=0), blk("p1", minute=29), blk("p2", minute=59)])
+    assert flushes == [Flush(("p0", "p1"), FlushReason.IDLE, "p0", None, carry=False)]
+    assert buffer.page_ids == ("p2",) and buffer.topic_id == "p2"
+    # a short anchor is adsorbed unconditionally, but not across a quiet gap
+    _, flushes = feed([blk("p0", minute=0), blk("p1", minute=31, anchor_tokens=1)])
+    assert [f.reason for f in flushes] == [FlushReason.IDLE]
+
+
+def test_a_container_cap_splits_a_topic_without_carrying_a_summary() -> None:
+    policy = SegmentationPolicy(container_tokens=250)
+    buffer, flushes = feed([blk(f"p{i}", minute=i) for i in range(5)], policy)
+    assert flushes == [Flush(("p0", "p1"), FlushReason.SPLIT, "p0", None, carry=False),
+                       Flush(("p2", "p3"), FlushReason.SPLIT, "p0", None, carry=False)]
+    assert buffer.page_ids == ("p4",) and buffer.topic_id == "p0" and buffer.kernel is not None
+    # the relay limit still wins when it is the smaller one, and a drift before either
+    relaying = SegmentationPolicy(container_tokens=1_000, max_processing_tokens=250)
+    assert [f.reason for f in feed([blk(f"p{i}", minute=i) for i in range(3)], relaying)[1]] == [FlushReason.RELAY]
+    assert [f.reason for f in feed([blk("p0"), blk("p1"), blk("p2", axis=2)], policy)[1]] == [FlushReason.DRIFT]
+    assert feed([blk("p0", tokens=900)], policy)[0].page_ids == ("p0",)  # one page over the cap still starts a buffer
+
+
 def test_save_flushes_everything_and_starts_fresh() -> None:
     buffer, _ = feed([blk("p0"), blk("p1", axis=3, anchor_tokens=1)])
     headed = with_head_summary(buffer, "head", 5)
@@ -187,6 +210,7 @@ def test_out_of_order_timestamps_keep_last_at_the_latest() -> None:
 
 def test_the_transition_table() -> None:
     assert next_segment_state(SegmentState.COLLECTING, SegmentEvent.RELAY).keep_topic
+    assert next_segment_state(SegmentState.COLLECTING, SegmentEvent.SPLIT).keep_topic
     assert not next_segment_state(SegmentState.COLLECTING, SegmentEvent.DRIFT).keep_topic
     assert all(step.flush == (state is SegmentState.COLLECTING and event is not SegmentEvent.BLOCK_ADSORBED)
                for (state, event), step in TRANSITIONS.items())
@@ -197,7 +221,7 @@ def test_the_transition_table() -> None:
 
 @pytest.mark.parametrize("kwargs", [
     {"adsorb_threshold": 1.5}, {"short_anchor_tokens": -1}, {"max_processing_tokens": 0},
-    {"kernel_weight": 0.0}, {"kernel_weight": 1.1}, {"idle": timedelta(0)},
+    {"kernel_weight": 0.0}, {"kernel_weight": 1.1}, {"idle": timedelta(0)}, {"container_tokens": 0},
 ])
 def test_policy_rejects_nonsense(kwargs: dict[str, object]) -> None:
     with pytest.raises(ValueError):
