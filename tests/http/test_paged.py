@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,6 +68,18 @@ def _node_ids(root: etree._Element, view: str | None = None) -> list[str]:
     return [n.get("id") for n in root.iter("Node") if view is None or n.get("view") == view]
 
 
+def _folded_ids(root: etree._Element) -> list[str]:
+    """The page ids on the `[date id] summary` lines of <Background_Context>."""
+    background = root.find("Background_Context")
+    text = background.text if background is not None and background.text else ""
+    return re.findall(r"^\[\d{4}-\d\d-\d\d ([0-9a-f]+)\] ", text, re.MULTILINE)
+
+
+def _closed_ids(root: etree._Element) -> list[str]:
+    """Pages the model sees but not in Detail: Summary nodes, then folded lines."""
+    return _node_ids(root, "Summary") + _folded_ids(root)
+
+
 def _ask(messages: list[dict[str, Any]], question: str) -> list[dict[str, Any]]:
     return [*messages, {"role": "user", "content": question}]
 
@@ -94,7 +107,7 @@ def test_a_long_conversation_is_sent_as_paged_context_within_budget(paged: Gatew
 def _consult_first_summary(recorded: Recorded) -> Reply:
     if recorded.body and any(m["role"] == "tool" for m in recorded.body["messages"]):
         return Reply(content="The answer, after reading the page.", usage=Usage(prompt_tokens=100, completion_tokens=7))
-    target = _node_ids(_xml(recorded), "Summary")[0]
+    target = _closed_ids(_xml(recorded))[0]
     return Reply(content=None, tool_calls=[ToolCall("pcp_consult", json.dumps({"reason": "need the exact fact", "ids": [target]}), id="call_z")], usage=Usage(prompt_tokens=90, completion_tokens=12))
 
 
@@ -132,6 +145,28 @@ def test_consult_is_resolved_by_the_gateway(paged: GatewayProcess, upstream: Fak
     assert node.get("id") == target and node.get("view") == "Detail" and node.find("Content") is not None
 
 
+def _consult_first_folded(recorded: Recorded) -> Reply:
+    if recorded.body and any(m["role"] == "tool" for m in recorded.body["messages"]):
+        return Reply(content="Read it.")
+    target = _folded_ids(_xml(recorded))[0]
+    return Reply(content=None, tool_calls=[ToolCall("pcp_consult", json.dumps({"reason": "open a folded page", "ids": [target]}), id="call_f")])
+
+
+def test_a_page_folded_into_the_background_can_still_be_consulted(paged: GatewayProcess, upstream: FakeUpstream) -> None:
+    upstream.script(_consult_first_folded, _consult_first_folded)
+    messages = _ask(conversation(30), "Which topics came up?")
+    raw = _client(paged, _thread()).chat.completions.with_raw_response.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+    assert raw.parse().choices[0].message.content == "Read it." and raw.headers["x-pcp-rounds"] == "2"
+    first, second = upstream.chat_requests[-2:]
+    lines = _xml(first).find("Background_Context").text.splitlines()  # type: ignore[union-attr]
+    # each folded page keeps its whole (short) summary on its line: the question and the fact are both there
+    assert len(lines) >= 3 and all("User: Question" in line and "the key fact is code-" in line for line in lines)
+    target = json.loads(second.body["messages"][-2]["tool_calls"][0]["function"]["arguments"])["ids"][0]  # type: ignore[index]
+    result = second.body["messages"][-1]["content"]  # type: ignore[index]
+    node = etree.fromstring(result[result.index("<Node") :].encode())
+    assert node.get("id") == target and node.get("view") == "Detail"
+
+
 def test_views_and_trace_persist_to_the_next_turn(paged: GatewayProcess, upstream: FakeUpstream) -> None:
     thread = _thread()
     client = _client(paged, thread)
@@ -150,7 +185,7 @@ def test_views_and_trace_persist_to_the_next_turn(paged: GatewayProcess, upstrea
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_client_tool_call_mixed_with_consult_reaches_the_client_alone(paged: GatewayProcess, upstream: FakeUpstream, stream: bool) -> None:
     def mixed(recorded: Recorded) -> Reply:
-        target = _node_ids(_xml(recorded), "Summary")[0]
+        target = _closed_ids(_xml(recorded))[0]
         return Reply(
             content=None,
             tool_calls=[
