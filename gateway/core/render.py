@@ -148,7 +148,8 @@ def background_line(page: Page) -> str:
 
 def summary_fits_line(page: Page) -> bool:
     """Whether :func:`background_line` carries ``page``'s whole summary (a Summary node would add only tags)."""
-    return len(" ".join(page.summary.split())) <= BACKGROUND_LINE_CAP
+    # called for every candidate of every request: the raw length settles almost every page without a copy
+    return len(page.summary) <= BACKGROUND_LINE_CAP or len(" ".join(page.summary.split())) <= BACKGROUND_LINE_CAP
 
 
 def nodes_from_state(
