@@ -48,7 +48,8 @@ def consult_schema(name: str = "Consult") -> dict[str, Any]:
         "Content (Detail); a Consolidated page in Detail shows its child pages (Unpacked). Call this before "
         "answering whenever the answer depends on details that a Summary does not show.",
         "Why you need these pages, in one specific sentence. It is saved in the Reasoning_Trace.",
-        "The page ids to open, copied exactly from the id attribute of the Node elements, e.g. [\"a1b2c3d4e5\"].",
+        "The page ids to open, copied exactly from a Node's id attribute or a Background_Context line, e.g. "
+        "[\"a1b2c3d4e5\"].",
     )
 
 
