@@ -11,7 +11,7 @@ import base64
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,7 +23,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
-from gateway.core import Page, PageType, Step, View
+from gateway.core import LineHolds, Page, PageType, Step, View, background_line, line_holds, summary_fits_line
 from gateway.adapters.store_keys import ThreadKey, ThreadKeys, threads_key
 from gateway.errors import StoreUnavailable
 
@@ -53,6 +53,7 @@ class Manifest:
     terms: Mapping[str, int]
     length: int
     anchor: str = ""
+    line: LineHolds = LineHolds.LEAD  # what the page's background line carries whole
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,22 @@ class NewPage:
     terms: Mapping[str, int]
     vector: npt.NDArray[np.float32] | None = None
     anchor: str = ""
+    line: LineHolds = LineHolds.LEAD
+
+    @classmethod
+    def of(
+        cls,
+        page: Page,
+        count: Callable[[str], int],
+        terms: Mapping[str, int],
+        vector: npt.NDArray[np.float32] | None = None,
+        anchor: str = "",
+    ) -> NewPage:
+        """``page`` (with its content) and what the request path needs of it, derived here once."""
+        return cls(page, count(page.summary), count(background_line(page)), terms, vector, anchor, line_holds(page))
+
+    def manifest(self) -> Manifest:
+        return Manifest(self.page, self.summary_tokens, self.background_tokens, self.terms, sum(self.terms.values()), self.anchor, self.line)
 
 
 def encode_vector(vector: npt.NDArray[np.float32]) -> str:
@@ -91,6 +108,7 @@ def manifest_json(new: NewPage) -> str:
             "terms": dict(new.terms),
             "length": sum(new.terms.values()),
             "anchor": new.anchor,
+            "line": new.line.value,
         },
         ensure_ascii=False,
     )
@@ -109,8 +127,10 @@ def parse_manifest(page_id: str, raw: str, content: str = "") -> Manifest:
         source_ids=tuple(data["source_ids"]),
         topic_id=data["topic_id"],
     )
+    # manifests stored before "line" existed: the summary alone tells whether it fits its line
+    line = LineHolds(data["line"]) if "line" in data else LineHolds.SUMMARY if summary_fits_line(page) else LineHolds.LEAD
     return Manifest(
-        page, data["summary_tokens"], data["background_tokens"], data.get("terms", {}), data.get("length", 0), data.get("anchor", "")
+        page, data["summary_tokens"], data["background_tokens"], data.get("terms", {}), data.get("length", 0), data.get("anchor", ""), line
     )
 
 

@@ -23,10 +23,12 @@ from gateway.core.instructions import system_instructions
 from gateway.core.messages import ToolCall, message_text, tool_calls_of, transcript
 from gateway.core.pages import Page, PageType, consolidated_page, is_page_id, original_page, page_id, utc
 from gateway.core.render import (
+    LineHolds,
     NodeSpec,
     RenderInput,
     background_line,
     iso_time,
+    line_holds,
     nodes_from_state,
     render_context,
     render_node,
@@ -80,6 +82,8 @@ __all__ = [
     "ZoomResult",
     "append_steps",
     "background_line",
+    "LineHolds",
+    "line_holds",
     "summary_fits_line",
     "consolidated_page",
     "consult",

@@ -12,9 +12,11 @@ highest priority down: each page takes the richest level that still fits, in the
 requested view (Unpacked / Detail / Summary) → Detail (from Unpacked, only where smaller) → Summary →
 a line folded into ``<Background_Context>`` → dropped.
 
-A page whose line carries its whole summary (``summary_on_line``) skips the Summary node: the node would add
-only its tags (~40 tokens) to the same text, and the line costs a fraction of that, so a tight context shows
-more pages. When everything fits, nothing is demoted and such a page keeps its requested view.
+A page whose line carries its whole summary (``summary_on_line``) skips the Summary node, and one whose line
+carries its whole content (``content_on_line``: a short exchange under the extractive summary) skips the Detail
+node too: the node would add only its tags (~40 tokens) to the same text, and the line costs a fraction of
+that, so a tight context shows more pages. When everything fits, nothing is demoted and such a page keeps its
+requested view.
 
 So the most relevant, most recent pages keep their detail and the least keep nothing, and a page of high priority
 is never demoted to make room for one of lower priority. Ties go to the newer page.
@@ -83,7 +85,8 @@ class Candidate:
     Token fields are the page's text in each view (without the node tags, see ``node_overhead``);
     ``background_tokens`` is its line once folded; ``unpacked_tokens`` is needed only when the
     requested ``view`` is Unpacked (the nested rendering). ``summary_on_line``: the folded line holds the
-    whole summary, so the Summary level is skipped when the context does not fit.
+    whole summary, so the Summary level is skipped when the context does not fit; ``content_on_line``: it
+    holds the whole content, so Detail is skipped as well.
     """
 
     id: str
@@ -95,6 +98,7 @@ class Candidate:
     background_tokens: int = 0
     unpacked_tokens: int | None = None
     summary_on_line: bool = False
+    content_on_line: bool = False
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.relevance <= 1.0:
@@ -198,6 +202,8 @@ class _Policy:
 def _chain(candidate: Candidate, plan: _Plan) -> list[Level]:
     """The levels a candidate may take, from its requested one down to a background note."""
     requested = _AS_LEVEL[candidate.view]
+    if candidate.content_on_line and requested is not Level.UNPACKED:
+        return [Level.BACKGROUND]
     chain = [requested]
     if requested is Level.UNPACKED and plan.cost(candidate, Level.DETAIL) < plan.cost(candidate, Level.UNPACKED):
         chain.append(Level.DETAIL)

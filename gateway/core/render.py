@@ -12,6 +12,7 @@ Contracts:
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -27,11 +28,13 @@ from gateway.core.views import PageTree, View, ViewState, view_of
 
 __all__ = [
     "BACKGROUND_LINE_CAP",
+    "LineHolds",
     "NodeSpec",
     "RenderInput",
     "background_line",
     "summary_fits_line",
     "iso_time",
+    "line_holds",
     "nodes_from_state",
     "render_context",
     "render_node",
@@ -148,8 +151,31 @@ def background_line(page: Page) -> str:
 
 def summary_fits_line(page: Page) -> bool:
     """Whether :func:`background_line` carries ``page``'s whole summary (a Summary node would add only tags)."""
-    # called for every candidate of every request: the raw length settles almost every page without a copy
+    # the raw length settles almost every page without a copy
     return len(page.summary) <= BACKGROUND_LINE_CAP or len(" ".join(page.summary.split())) <= BACKGROUND_LINE_CAP
+
+
+class LineHolds(enum.Enum):
+    """What a page's :func:`background_line` carries whole."""
+
+    LEAD = "lead"  # only the opening of the summary
+    SUMMARY = "summary"  # the whole summary: a Summary node would add only its tags
+    CONTENT = "content"  # every message of the page, verbatim: a Detail node would add only its tags
+
+
+_LINE_ROLES = ("user: ", "assistant: ")
+
+
+def line_holds(page: Page) -> LineHolds:
+    """What ``page``'s line carries (``page`` with its content). An Original page's line holds its content when
+    each transcript row is a plain ``user:`` / ``assistant:`` message whose text is on the line verbatim: a
+    short chat exchange without tools, names or line breaks, under the extractive summary. Computed once, when
+    the page or its summary is stored, never per request."""
+    line = background_line(page)
+    rows = page.content.split("\n") if page.type is PageType.ORIGINAL and page.content else []
+    if rows and all(row.startswith(_LINE_ROLES) and row.partition(": ")[2] in line for row in rows):
+        return LineHolds.CONTENT
+    return LineHolds.SUMMARY if summary_fits_line(page) else LineHolds.LEAD
 
 
 def nodes_from_state(

@@ -27,7 +27,7 @@ from gateway.adapters.redis_store import Manifest, NewPage, RedisStore
 from gateway.adapters.store_keys import ThreadKey
 from gateway.adapters.upstream import Upstream
 from gateway.config import PcpSettings
-from gateway.core import Page, TokenCounter, background_line
+from gateway.core import Page, TokenCounter
 from gateway.core.consolidation import (
     MergeCandidate,
     extractive_consolidation,
@@ -212,7 +212,7 @@ class Consolidator:
         if vectors:
             mean = np.mean(np.stack(vectors), axis=0)
             vector = (mean / (np.linalg.norm(mean) or 1.0)).astype(np.float32)
-        return NewPage(page, self._count(page.summary), self._count(background_line(page)), term_counts(page.content), vector)
+        return NewPage.of(page, self._count, term_counts(page.content), vector)
 
     async def _ask(self, messages: list[dict[str, str]], parse: Callable[[str], T | None]) -> T | None:
         model = self._settings.summarizer_model
@@ -240,13 +240,14 @@ class Consolidator:
         contents = await self._store.pages(thread, [m.page.id for m in manifests])  # one round trip for all
         for manifest in manifests:
             full = contents.get(manifest.page.id)
-            answer = await self._ask(manifest_prompt(full), parse_manifest_answer) if full is not None else None
+            if full is None:
+                continue
+            answer = await self._ask(manifest_prompt(full), parse_manifest_answer)
             if answer is None:
                 continue
-            page = manifest.page.with_manifest(answer.summary, answer.clusters)
-            new = NewPage(page, self._count(page.summary), self._count(background_line(page)), manifest.terms, None, manifest.anchor)
+            new = NewPage.of(full.with_manifest(answer.summary, answer.clusters), self._count, manifest.terms, None, manifest.anchor)
             updated.append(new)
-            result[page.id] = Manifest(page, new.summary_tokens, new.background_tokens, manifest.terms, manifest.length, manifest.anchor)
+            result[full.id] = new.manifest()
         await self._cstore.update_manifests(thread, updated)
         return result
 

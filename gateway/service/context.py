@@ -23,6 +23,7 @@ from gateway.core import (
     Candidate,
     ContextWindowExceeded,
     FitResult,
+    LineHolds,
     Page,
     PageTree,
     PageType,
@@ -41,7 +42,6 @@ from gateway.core import (
     page_id,
     render_context,
     shelve_schema,
-    summary_fits_line,
     view_of,
 )
 from gateway.core.rounds import ZoomNames
@@ -140,7 +140,7 @@ class ContextBuilder:
         added = await self._store.add_pages(
             thread,
             (
-                NewPage(page, count(page.summary), count(background_line(page)), term_counts(page.content), vector, anchor)
+                NewPage.of(page, count, term_counts(page.content), vector, anchor)
                 for (page, anchor), vector in zip(fresh.values(), vectors)
             ),
             now.timestamp(),
@@ -217,7 +217,7 @@ class ContextBuilder:
 
         seen = await self._store.last_seen(thread, tree.roots)
         candidates = [
-            self._candidate(manifests[r], relevance[r], view_of(requested, r), tree, manifests, wanted, seen.get(r))
+            self._candidate(manifests[r], relevance[r], view_of(requested, r), tree, manifests, wanted, seen.get(r), r in state)
             for r in tree.roots
         ]
         names = zoom_names(tools)
@@ -266,7 +266,7 @@ class ContextBuilder:
             state=normalize({k: v for k, v in shown_state.items() if v is not View.SUMMARY}, tree),
             persisted=state,
             steps=steps,
-            shown=len(fit.views),
+            shown=len(fit.views) + len(fit.background_ids),  # as nodes or as Background_Context lines
             total=await self._store.page_count(thread),
             prompt_tokens=fit.total_tokens,
             history_tokens=history_tokens,
@@ -299,6 +299,7 @@ class ContextBuilder:
         manifests: Mapping[str, Manifest],
         wanted: ViewState,
         seen: datetime | None,
+        opened: bool,
     ) -> Candidate:
         page = manifest.page
         unpacked = None
@@ -318,5 +319,8 @@ class ContextBuilder:
             view=view,
             background_tokens=manifest.background_tokens,
             unpacked_tokens=unpacked,
-            summary_on_line=summary_fits_line(page),
+            summary_on_line=manifest.line is not LineHolds.LEAD,
+            # a page the model opened itself stays a node: it asked for that view, and a line would invite it
+            # to open the page again
+            content_on_line=manifest.line is LineHolds.CONTENT and not opened,
         )

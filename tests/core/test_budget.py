@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -97,6 +98,18 @@ def test_a_summary_whole_on_its_line_is_folded_rather_than_shown_as_a_node() -> 
     assert dict(fit_context(on_line, fixed_tokens=0, budget=1_000, now=NOW).views) == {"a": S, "b": S}
 
 
+def test_a_page_whole_on_its_line_is_folded_rather_than_shown_in_detail() -> None:
+    # its line holds every message verbatim: under pressure a Detail node would only add its tags
+    whole = [Candidate(c, 0.9, NOW - timedelta(hours=h), 30, 40, D, 45, summary_on_line=True, content_on_line=True) for c, h in (("a", 2), ("b", 1))]
+    result = fit_context(whole, fixed_tokens=0, budget=100, now=NOW, background_overhead=0)
+    assert (dict(result.views), result.background_ids, result.total_tokens) == ({}, ("a", "b"), 92)
+    # a line that holds only the summary leaves room for one Detail node, nothing else
+    summary_only = [replace(c, content_on_line=False) for c in whole]
+    assert dict(fit_context(summary_only, fixed_tokens=0, budget=100, now=NOW, background_overhead=0).views) == {"b": D}
+    # when everything fits, the requested views stay
+    assert dict(fit_context(whole, fixed_tokens=0, budget=1_000, now=NOW).views) == {"a": D, "b": D}
+
+
 def test_background_envelope_is_counted_once() -> None:
     result = fit_context([cand("a", view=S), cand("b", view=S)], fixed_tokens=0, budget=19, now=NOW,
                          node_overhead=0, background_overhead=BACKGROUND_OVERHEAD)
@@ -170,6 +183,7 @@ def candidates(draw: st.DrawFn) -> list[Candidate]:
                 view,
                 draw(st.integers(min_value=0, max_value=60)),
                 draw(st.integers(min_value=0, max_value=5_000)) if view is U else None,
+                draw(st.booleans()),
                 draw(st.booleans()),
             )
         )

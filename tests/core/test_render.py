@@ -17,7 +17,9 @@ from gateway.core.render import (
     BACKGROUND_LINE_CAP,
     background_line,
     summary_fits_line,
+    LineHolds,
     iso_time,
+    line_holds,
     nodes_from_state,
     render_context,
     render_node,
@@ -158,6 +160,32 @@ def test_background_line_and_time() -> None:
     assert line.startswith("[2026-02-14 a0000002] Fact number 0 is kept.") and line.endswith("kept. …")
     assert len(line) <= len("[2026-02-14 a0000002] ") + BACKGROUND_LINE_CAP + 2
     assert iso_time(datetime(2026, 2, 14, 12, 30, 5, 999, tzinfo=timezone(timedelta(hours=2)))) == "2026-02-14T10:30:05Z"
+
+
+def _exchange(*messages: dict[str, object]) -> Page:
+    return original_page(split_blocks([*messages, {"role": "user", "content": "next"}]).blocks[0], NOW, len)
+
+
+def test_a_short_chat_exchange_is_whole_on_its_line() -> None:
+    chat = _exchange({"role": "user", "content": "I adopted a dog  named Rex."}, {"role": "assistant", "content": "Lovely! How old is Rex?"})
+    assert line_holds(chat) is LineHolds.SUMMARY  # the double space is squashed on the line: not verbatim
+    chat = _exchange({"role": "user", "content": "I adopted a dog named Rex."}, {"role": "assistant", "content": "Lovely! How old is Rex?"})
+    assert line_holds(chat) is LineHolds.CONTENT
+    assert "I adopted a dog named Rex." in background_line(chat) and "Lovely! How old is Rex?" in background_line(chat)
+    # line breaks (code, lists), tool calls, speaker names or a long reply: the line is not the whole exchange
+    code = _exchange({"role": "user", "content": "Fix it"}, {"role": "assistant", "content": "def f():\n    return 1"})
+    named = _exchange({"role": "user", "name": "alice", "content": "Hi"}, {"role": "assistant", "content": "Hello"})
+    tools = _exchange(
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+        {"role": "assistant", "content": "Sunny."},
+    )
+    long = _exchange({"role": "user", "content": "Tell me."}, {"role": "assistant", "content": "A fact is kept. " * 60})
+    assert [line_holds(p) for p in (code, named, tools, long)] == [LineHolds.SUMMARY, LineHolds.SUMMARY, LineHolds.SUMMARY, LineHolds.LEAD]
+    # a consolidated page's line never stands for its content; a summarizer's summary rarely quotes it whole
+    assert line_holds(page("c0000009", 0, PageType.CONSOLIDATED, ("a0000001",), content="user: Hi", summary="user: Hi")) is LineHolds.SUMMARY
+    assert line_holds(chat.with_manifest("The user adopted Rex.", ())) is LineHolds.SUMMARY
 
 
 # --- hostile text -----------------------------------------------------------------------------------------------

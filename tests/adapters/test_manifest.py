@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+from gateway.adapters.redis_store import NewPage, manifest_json, parse_manifest
+from gateway.core import LineHolds, original_page
+from gateway.core.blocks import split_blocks
+from gateway.core.lexical import term_counts
+from gateway.core.pages import Page
+
+NOW = datetime(2026, 2, 14, 10, 30, tzinfo=timezone.utc)
+
+
+def _page(reply: str) -> Page:
+    messages = [{"role": "user", "content": "Where is the cat?"}, {"role": "assistant", "content": reply}, {"role": "user", "content": "ok"}]
+    return original_page(split_blocks(messages).blocks[0], NOW, len)
+
+
+def test_what_the_line_holds_is_derived_at_ingestion_and_stored_with_the_manifest() -> None:
+    page = _page("On the mat.")
+    new = NewPage.of(page, len, term_counts(page.content))
+    assert new.line is LineHolds.CONTENT and new.background_tokens == len(f"[2026-02-14 {page.id}] User: Where is the cat? Assistant: On the mat.")
+    stored = parse_manifest(page.id, manifest_json(new))
+    assert (stored.line, stored.background_tokens, stored.summary_tokens, stored.page.summary) == (
+        LineHolds.CONTENT, new.background_tokens, new.summary_tokens, page.summary)
+
+
+def test_a_manifest_stored_before_the_line_field_falls_back_to_its_summary() -> None:
+    for reply, expected in (("On the mat.", LineHolds.SUMMARY), ("It sleeps. " * 80, LineHolds.LEAD)):
+        page = _page(reply)
+        data = json.loads(manifest_json(NewPage.of(page, len, term_counts(page.content))))
+        del data["line"]
+        assert parse_manifest(page.id, json.dumps(data)).line is expected
