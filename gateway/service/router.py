@@ -32,7 +32,7 @@ from gateway.adapters.redis_store import Manifest, RedisStore, ThreadKey
 from gateway.adapters.upstream import Upstream
 from gateway.config import PcpSettings
 from gateway.core import View, iso_time, lead_text
-from gateway.core.lexical import bm25, is_low_information, words
+from gateway.core.lexical import bm25, is_low_information, terms
 from gateway.errors import GatewayError
 
 __all__ = ["Router", "Selection", "VectorCache", "reconstruct_query"]
@@ -132,7 +132,7 @@ class Router:
     async def select(self, thread: ThreadKey, query: str, previous_summary: str | None, roots: Sequence[Manifest]) -> Selection:
         match_text = reconstruct_query(query, previous_summary)
         ids = [m.page.id for m in roots]
-        lexical = _normalised(bm25(words(match_text), [m.terms for m in roots], [m.length for m in roots]))
+        lexical = _normalised(bm25(terms(match_text), [m.terms for m in roots], [m.length for m in roots]))
         semantic = _normalised(await self._semantic(thread, match_text, ids))
         combined = _with_neighbours([LEXICAL_WEIGHT * lx + SEMANTIC_WEIGHT * sm for lx, sm in zip(lexical, semantic)])
         relevance = dict(zip(ids, _normalised(combined)))

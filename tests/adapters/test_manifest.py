@@ -32,3 +32,13 @@ def test_a_manifest_stored_before_the_line_field_falls_back_to_its_summary() -> 
         data = json.loads(manifest_json(NewPage.of(page, len, term_counts(page.content))))
         del data["line"]
         assert parse_manifest(page.id, json.dumps(data)).line is expected
+
+
+def test_term_counts_stored_before_stemming_are_stemmed_when_read() -> None:
+    page = _page("I was painting the boats.")
+    data = json.loads(manifest_json(NewPage.of(page, len, term_counts(page.content))))
+    assert data["lexicon"] == 2 and data["terms"]["paint"] == 1
+    del data["lexicon"]
+    data.update(terms={"painting": 1, "boats": 1, "cat": 1}, length=3)
+    stored = parse_manifest(page.id, json.dumps(data))
+    assert (dict(stored.terms), stored.length) == ({"paint": 1, "boat": 1, "cat": 1}, 3)

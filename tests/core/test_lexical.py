@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.lexical import bm25, is_low_information, term_counts, words
+from gateway.core.lexical import bm25, is_low_information, restem, term_counts, terms, words
 
 
 def test_words_drop_stopwords_and_single_letters() -> None:
     assert words("The user said: I'm adopting a DOG, it's Rex!") == ["said", "adopting", "dog", "rex"]
     assert term_counts("dog dog cat") == {"dog": 2, "cat": 1}
+
+
+def test_terms_are_stems_so_word_forms_meet() -> None:
+    assert terms("She painted; painting paints her days.") == ["paint", "paint", "paint", "day"]
+    assert term_counts("adopted adoption adopting") == {"adopt": 3}
+    # counts stored before stemming (lexicon 1) become the same counts of terms
+    assert restem({"painting": 2, "painted": 1, "dog": 1}) == {"paint": 3, "dog": 1} == term_counts("painting painting painted dog")
 
 
 def test_bm25_prefers_rare_matching_terms_and_shorter_documents() -> None:

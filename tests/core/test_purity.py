@@ -9,7 +9,7 @@ from pathlib import Path
 import gateway.core
 
 FORBIDDEN = {"asyncio", "redis", "litellm", "starlette", "uvicorn", "httpx", "torch", "sentence_transformers"}
-ALLOWED_THIRD_PARTY = {"lxml", "tiktoken"}
+ALLOWED_THIRD_PARTY = {"lxml", "tiktoken", "snowballstemmer"}  # pure text functions, no IO
 CORE = Path(gateway.core.__file__).parent
 
 
@@ -37,7 +37,7 @@ def test_core_imports_nothing_forbidden() -> None:
     assert not offenders
 
 
-def test_core_imports_only_stdlib_lxml_tiktoken_and_itself() -> None:
+def test_core_imports_only_stdlib_its_text_libraries_and_itself() -> None:
     for path in CORE.rglob("*.py"):
         for module in imported_modules(path):
             root = module.split(".")[0]
