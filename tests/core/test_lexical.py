@@ -27,6 +27,17 @@ def test_bm25_prefers_rare_matching_terms_and_shorter_documents() -> None:
     assert bm25(["dog"], [], []) == []
 
 
+def test_bm25_windows_score_a_page_with_its_neighbours_words() -> None:
+    # pages in conversation order; "b" and "d" match "dog" alike, but only "b" sits next to the "walk"
+    docs = [{"walk": 1}, {"dog": 1}, {"cat": 1}, {"dog": 1}, {"cat": 1}]
+    lengths = [1] * 5
+    plain = bm25(["dog", "walk"], docs, lengths)
+    assert plain[1] == plain[3] and plain[0] > 0 and plain[2] == 0.0
+    windowed = bm25(["dog", "walk"], docs, lengths, neighbours=0.5)
+    assert windowed[1] > windowed[3] > 0 and windowed[2] > 0  # "c" borrows half of each neighbour's "dog"
+    assert bm25(["dog", "walk"], docs, lengths, neighbours=0.0) == plain
+
+
 @pytest.mark.parametrize(
     ("text", "low"),
     [("continue", True), ("and then?", True), ("it still fails", True), ("ok", True), ("", True),
