@@ -19,7 +19,18 @@ from functools import lru_cache
 
 import snowballstemmer  # type: ignore[import-untyped,unused-ignore]
 
-__all__ = ["LEXICON", "STOPWORDS", "words", "terms", "stem", "restem", "term_counts", "bm25", "is_low_information"]
+__all__ = [
+    "LEXICON",
+    "STOPWORDS",
+    "bm25",
+    "drop_common_words",
+    "is_low_information",
+    "restem",
+    "stem",
+    "term_counts",
+    "terms",
+    "words",
+]
 
 LEXICON = 2  # 1: lower-cased content words; 2: their Snowball English stems
 
@@ -73,6 +84,27 @@ def restem(counts: Mapping[str, int]) -> dict[str, int]:
     for word, count in counts.items():
         out[stem(word)] += count
     return dict(out)
+
+
+def drop_common_words(text: str, documents: Sequence[Mapping[str, int]], share: float) -> str:
+    """``text`` without the content words whose term occurs in more than ``share`` of ``documents``.
+
+    Such words (in a chat, mostly the participants' names) tell no document apart. BM25 weighs them down by
+    itself; an embedding has no such weighting, so the text a query is embedded from leaves them out. When
+    nothing informative would remain, ``text`` is returned unchanged. O(documents x distinct query terms).
+    """
+    n = len(documents)
+    wanted = set(terms(text))
+    common = {t for t in wanted if sum(1 for counts in documents if t in counts) > share * n} if n else set()
+    if not common:
+        return text
+
+    def keep(match: re.Match[str]) -> str:
+        word = match.group(0).lower().replace("’", "'")
+        return "" if len(word) > 1 and word not in STOPWORDS and stem(word) in common else match.group(0)
+
+    reduced = " ".join(_WORD.sub(keep, text).split())
+    return reduced if words(reduced) else text
 
 
 def is_low_information(text: str) -> bool:

@@ -4,7 +4,8 @@
    "it still fails") is joined with the previous block's summary before matching.
 2. Broad match: every candidate is scored by BM25 over its stored term counts (with half of its
    neighbours' counts: the turns around a page are its context) and by the cosine
-   between the query's embedding and the page's stored embedding (computed once, at ingestion),
+   between the query's embedding (of the query without the words most of the thread's pages
+   contain) and the page's stored embedding (computed once, at ingestion),
    plus a share of its neighbours' scores; the best `pcp.shortlist` pages are kept.
 3. Relevance selection: with `pcp.router_model`, one call to that model decides Detail / Summary /
    leave out for the shortlist, within `pcp.router_timeout_ms`; without it, or when it times out,
@@ -33,7 +34,7 @@ from gateway.adapters.redis_store import Manifest, RedisStore, ThreadKey
 from gateway.adapters.upstream import Upstream
 from gateway.config import PcpSettings
 from gateway.core import View, iso_time, lead_text
-from gateway.core.lexical import bm25, is_low_information, terms
+from gateway.core.lexical import bm25, drop_common_words, is_low_information, terms
 from gateway.errors import GatewayError
 
 __all__ = ["Router", "Selection", "VectorCache", "reconstruct_query"]
@@ -49,6 +50,7 @@ WINDOW_SHARE = 0.5  # BM25 scores each page with half of its neighbours' words: 
 DETAIL_SHARE = 0.5  # a heuristic Detail pick scores at least this share of the best score
 LEFT_OUT = 0.05  # relevance of a page the router model chose to leave out
 NEIGHBOUR_SHARE = 0.4
+COMMON_SHARE = 0.5  # a word found in more than half of the thread's pages is left out of the embedded query
 
 
 def reconstruct_query(query: str, previous_summary: str | None) -> str:
@@ -134,8 +136,11 @@ class Router:
     async def select(self, thread: ThreadKey, query: str, previous_summary: str | None, roots: Sequence[Manifest]) -> Selection:
         match_text = reconstruct_query(query, previous_summary)
         ids = [m.page.id for m in roots]
-        lexical = _normalised(bm25(terms(match_text), [m.terms for m in roots], [m.length for m in roots], neighbours=WINDOW_SHARE))
-        semantic = _normalised(await self._semantic(thread, match_text, ids))
+        counts = [m.terms for m in roots]
+        lexical = _normalised(bm25(terms(match_text), counts, [m.length for m in roots], neighbours=WINDOW_SHARE))
+        # the embedding has no IDF: words in most pages (the participants' names) only pull it towards pages that
+        # mention them (on LoCoMo, leaving them out adds ~0.01 recall at 2k and 4k)
+        semantic = _normalised(await self._semantic(thread, drop_common_words(match_text, counts, COMMON_SHARE), ids))
         combined = _with_neighbours([LEXICAL_WEIGHT * lx + SEMANTIC_WEIGHT * sm for lx, sm in zip(lexical, semantic)])
         relevance = dict(zip(ids, _normalised(combined)))
         shortlist = sorted(ids, key=lambda i: -relevance[i])[: self._settings.shortlist]

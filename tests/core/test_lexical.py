@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.lexical import bm25, is_low_information, restem, term_counts, terms, words
+from gateway.core.lexical import bm25, drop_common_words, is_low_information, restem, term_counts, terms, words
 
 
 def test_words_drop_stopwords_and_single_letters() -> None:
@@ -36,6 +36,14 @@ def test_bm25_windows_score_a_page_with_its_neighbours_words() -> None:
     windowed = bm25(["dog", "walk"], docs, lengths, neighbours=0.5)
     assert windowed[1] > windowed[3] > 0 and windowed[2] > 0  # "c" borrows half of each neighbour's "dog"
     assert bm25(["dog", "walk"], docs, lengths, neighbours=0.0) == plain
+
+
+def test_words_most_documents_contain_are_dropped_from_a_query() -> None:
+    docs = [{"carolin": 1, "paint": 1}, {"carolin": 2}, {"carolin": 1, "dog": 1}, {"hike": 1}]
+    assert drop_common_words("What did Caroline's dog paint?", docs, 0.5) == "What did dog paint?"
+    assert drop_common_words("What did Caroline paint?", docs, 0.75) == "What did Caroline paint?"  # 3 of 4 is not more
+    assert drop_common_words("Caroline?", docs, 0.5) == "Caroline?"  # nothing would be left to match on
+    assert drop_common_words("Caroline paints", [], 0.5) == "Caroline paints"
 
 
 @pytest.mark.parametrize(
