@@ -104,6 +104,20 @@ def test_a_long_conversation_is_sent_as_paged_context_within_budget(paged: Gatew
     assert raw.headers["x-pcp-rounds"] == "1"
 
 
+def test_under_pressure_the_best_match_is_its_own_line_verbatim(paged: GatewayProcess, upstream: FakeUpstream) -> None:
+    # each exchange is short, plain chat: its [date id] line holds both messages word for word, so the page the
+    # router wants in Detail is shown as that line (no ~40 tokens of node tags) and more pages fit
+    messages = _ask(conversation(40), "What was the key fact about tomato blight in situation number 22?")
+    raw = _client(paged, _thread()).chat.completions.with_raw_response.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+    root = _xml(upstream.chat_requests[-1])
+    background = root.findtext("Background_Context") or ""
+    assert "User: Question 22 about tomato blight: what should I know about tomato blight in situation number 22?" in background
+    assert "Answer 22: for tomato blight, the key fact is code-022;" in background
+    assert _node_ids(root, "Detail") == [] and len(_folded_ids(root)) > 10
+    shown, _ = map(int, raw.headers["x-pcp-pages"].split("/"))
+    assert shown == len(_folded_ids(root)) + len(_node_ids(root))
+
+
 def _consult_first_summary(recorded: Recorded) -> Reply:
     if recorded.body and any(m["role"] == "tool" for m in recorded.body["messages"]):
         return Reply(content="The answer, after reading the page.", usage=Usage(prompt_tokens=100, completion_tokens=7))
