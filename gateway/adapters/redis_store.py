@@ -13,7 +13,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -82,7 +82,9 @@ class NewPage:
         return cls(page, count(page.summary), count(background_line(page)), terms, vector, anchor, line_holds(page))
 
     def manifest(self) -> Manifest:
-        return Manifest(self.page, self.summary_tokens, self.background_tokens, self.terms, sum(self.terms.values()), self.anchor, self.line)
+        """The manifest as stored and read back: the page without its content."""
+        page = replace(self.page, content="")
+        return Manifest(page, self.summary_tokens, self.background_tokens, self.terms, sum(self.terms.values()), self.anchor, self.line)
 
 
 def encode_vector(vector: npt.NDArray[np.float32]) -> str:

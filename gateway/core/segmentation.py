@@ -286,17 +286,23 @@ def admit(buffer: Buffer, block: SegmentBlock, policy: SegmentationPolicy) -> tu
     The block always ends up in the returned buffer. A drift opens a topic whose id is the block's page id and
     whose kernel is its anchor; a relay keeps ``topic_id`` and the kernel (moved toward the block's anchor).
     """
-    flush = None
-    cap = policy.container_tokens
-    if buffer.page_ids and buffer.last_at is not None and block.timestamp - buffer.last_at >= policy.idle:
-        buffer, flush = _apply(buffer, SegmentEvent.IDLE)
-    elif _drifts(buffer, block, policy):
-        buffer, flush = _apply(buffer, SegmentEvent.DRIFT)
-    elif buffer.page_ids and buffer.tokens + block.tokens > policy.max_processing_tokens:
-        buffer, flush = _apply(buffer, SegmentEvent.RELAY)
-    elif buffer.page_ids and cap is not None and buffer.tokens + block.tokens > cap:
-        buffer, flush = _apply(buffer, SegmentEvent.SPLIT)
+    buffer, flush = flush_if_idle(buffer, block.timestamp, policy)  # judged in the pages' own time
+    event = None if flush else _flush_event(buffer, block, policy)
+    if event is not None:
+        buffer, flush = _apply(buffer, event)
     return _adsorb(buffer, block, policy), flush
+
+
+def _flush_event(buffer: Buffer, block: SegmentBlock, policy: SegmentationPolicy) -> SegmentEvent | None:
+    """What ``block`` does to a buffer that is not idle: drift, relay or split it, or nothing (it joins)."""
+    if _drifts(buffer, block, policy):
+        return SegmentEvent.DRIFT
+    grown = buffer.tokens + block.tokens
+    if buffer.page_ids and grown > policy.max_processing_tokens:
+        return SegmentEvent.RELAY
+    if buffer.page_ids and policy.container_tokens is not None and grown > policy.container_tokens:
+        return SegmentEvent.SPLIT
+    return None
 
 
 def with_head_summary(buffer: Buffer, summary: str, summary_tokens: int) -> Buffer:

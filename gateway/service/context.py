@@ -95,6 +95,11 @@ def _query(tail: Sequence[Mapping[str, Any]]) -> str:
     return users[-1] if users else ""
 
 
+def _same_choice(a: FitResult, b: FitResult) -> bool:
+    """Whether two fits render the same context (``fit_rendered`` returns a copy with the measured total)."""
+    return dict(a.views) == dict(b.views) and a.background_ids == b.background_ids
+
+
 def _system_text(system: Sequence[Mapping[str, Any]], xml: str) -> str:
     client = "\n\n".join(text for text in (message_text(m) for m in system) if text)
     return f"{client}\n\n{xml}" if client else xml
@@ -231,15 +236,12 @@ class ContextBuilder:
             xml = render_context(RenderInput(now=now, query=query, steps=steps, background=background, nodes=nodes, consult_name=names.consult, shelve_name=names.shelve))
             return [{"role": "system", "content": _system_text(split.system, xml)}, *live]
 
-        rendered: dict[tuple[object, ...], list[Mapping[str, Any]]] = {}  # the budget's last rendering, reused
-
-        def key(result: FitResult) -> tuple[object, ...]:
-            return (tuple(result.views.items()), result.background_ids)
+        last: tuple[FitResult, list[Mapping[str, Any]]] | None = None  # the budget's last rendering, reused
 
         def measure(result: FitResult) -> int:
-            rendered.clear()
-            rendered[key(result)] = compose(result)
-            return counter.count_messages(rendered[key(result)])
+            nonlocal last
+            last = (result, compose(result))
+            return counter.count_messages(last[1])
 
         try:
             fit = fit_rendered(candidates, fixed_tokens=counter.count_messages(compose(None)), budget=budget, now=now, measure=measure, window=self._window_for(model))
@@ -259,7 +261,7 @@ class ContextBuilder:
         return PagedContext(
             thread=thread,
             now=now,
-            messages=tuple(rendered.get(key(fit)) or compose(fit)),
+            messages=tuple(last[1] if last and _same_choice(last[0], fit) else compose(fit)),
             names=names,
             zoom_tools=(consult_schema(names.consult), shelve_schema(names.shelve)),
             tree=tree,
