@@ -53,6 +53,7 @@ from gateway.service.split_cache import SplitCache
 __all__ = ["PagedContext", "ContextBuilder", "SAVE_COMMAND", "zoom_names"]
 
 SAVE_COMMAND = "/save"
+CONTAINER_SHARE = 0.25  # a laid-open container's relevance: this share of its best page's
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,29 @@ def zoom_names(client_tools: Sequence[Any]) -> ZoomNames:
         n += 1
         suffix = f"_{n}"
     return ZoomNames(consult=f"pcp_consult{suffix}", shelve=f"pcp_shelve{suffix}")
+
+
+def _open_folded(tree: PageTree, state: ViewState) -> tuple[PageTree, dict[str, tuple[str, ...]]]:
+    """What the budget arranges: ``tree`` with each top-level container the model has not opened laid open.
+    Its Original pages become top-level pages in their own right, next to the container itself, which stays as
+    a page without children (its summary; its consolidated account in Detail). Returns that tree and each
+    laid-open container's pages.
+
+    A question about one exchange of an old topic then gets that exchange, as a line or in Detail, instead of
+    the whole topic or only its summary: the router scores the pages, not the container. The model's zoom
+    still works on ``tree``: consulting such a page opens its container on the way, as for any hidden page."""
+    roots: list[str] = []
+    children = dict(tree.children)
+    folded: dict[str, tuple[str, ...]] = {}
+    for root in tree.roots:
+        if tree.kids(root) and root not in state:
+            inside = tree.descendants(root)
+            folded[root] = tuple(page for page in inside if tree.kind(page) is PageType.ORIGINAL)
+            for container in (root, *inside):
+                children.pop(container, None)
+            roots.extend(folded[root])
+        roots.append(root)
+    return PageTree(tuple(roots), children, tree.consolidated), folded
 
 
 def _query(tail: Sequence[Mapping[str, Any]]) -> str:
@@ -209,21 +233,24 @@ class ContextBuilder:
         tree, manifests = await self._tree(thread, pool, set(ids))
         persisted, steps = await self._store.focus(thread)
         state = normalize({k: v for k, v in persisted.items() if k in tree}, tree)
+        # the zoom works on `tree`; the budget and the rendering on `flow`, where the containers the model has
+        # not opened are laid open
+        flow, folded = _open_folded(tree, state)
 
         query = _query(split.tail)
         started = time.perf_counter()
-        relevance, requested = await self._select(thread, query, ids, tree, manifests, state)
+        relevance, requested = await self._select(thread, query, ids, flow, folded, manifests, state)
         router_ms = (time.perf_counter() - started) * 1000
         wanted = dict(state)
         wanted.update(requested)
-        detail_ids = [i for i in tree.ids() if view_of(wanted, i) is View.DETAIL]
+        detail_ids = [i for i in flow.ids() if view_of(wanted, i) is View.DETAIL]
         pages = {i: m.page for i, m in manifests.items()}
         pages.update(await self._store.pages(thread, detail_ids))
 
-        seen = await self._store.last_seen(thread, tree.roots)
+        seen = await self._store.last_seen(thread, flow.roots)
         candidates = [
-            self._candidate(manifests[r], relevance[r], view_of(requested, r), tree, manifests, wanted, seen.get(r), r in state)
-            for r in tree.roots
+            self._candidate(manifests[r], relevance[r], view_of(requested, r), flow, manifests, wanted, seen.get(r), r in state)
+            for r in flow.roots
         ]
         names = zoom_names(tools)
         counter = self._counter_for(model)
@@ -232,7 +259,7 @@ class ContextBuilder:
         def compose(result: FitResult | None) -> list[Mapping[str, Any]]:
             views = dict(result.views) if result else {}
             background = tuple(background_line(pages[i]) for i in (result.background_ids if result else ()))
-            nodes = nodes_from_state(tree, wanted, pages, roots=[r for r in tree.roots if r in views], overrides=views)
+            nodes = nodes_from_state(flow, wanted, pages, roots=[r for r in flow.roots if r in views], overrides=views)
             xml = render_context(RenderInput(now=now, query=query, steps=steps, background=background, nodes=nodes, consult_name=names.consult, shelve_name=names.shelve))
             return [{"role": "system", "content": _system_text(split.system, xml)}, *live]
 
@@ -252,8 +279,9 @@ class ContextBuilder:
                 param="messages",
             ) from exc
         # What the model sees is where its zoom starts: the budget's views for the top-level pages (a page
-        # folded into the background is back in Summary), the wanted views below them.
-        shown_state = {k: v for k, v in wanted.items() if k not in tree.roots} | dict(fit.views)
+        # folded into the background is back in Summary), the wanted views below them. A page of a laid-open
+        # container is in Summary for the zoom whatever it was shown as: consulting it opens its container.
+        shown_state = {k: v for k, v in wanted.items() if k not in flow.roots} | dict(fit.views)
         history = set(ids)
         history_tokens = sum(m.page.tokens for i, m in manifests.items() if i in history) + counter.count_messages(
             [*split.system, *live]
@@ -278,15 +306,27 @@ class ContextBuilder:
         )
 
     async def _select(
-        self, thread: ThreadKey, query: str, ids: Sequence[str], tree: PageTree, manifests: Mapping[str, Manifest], state: ViewState
+        self,
+        thread: ThreadKey,
+        query: str,
+        ids: Sequence[str],
+        tree: PageTree,
+        folded: Mapping[str, tuple[str, ...]],
+        manifests: Mapping[str, Manifest],
+        state: ViewState,
     ) -> tuple[dict[str, float], dict[str, View]]:
-        """Relevance per top-level page and the views asked for: the router's, and the model's own zoom."""
-        roots = [manifests[r] for r in tree.roots]
+        """Relevance per top-level page and the views asked for: the router's, and the model's own zoom.
+
+        The router scores every top-level page but the folded containers, in conversation order; a folded
+        container is as relevant as a share of its best page, so its summary comes after the pages that match."""
+        scored = [manifests[r] for r in tree.roots if r not in folded]
         previous = manifests.get(ids[-1]) if ids else None
         if ids and previous is None:
             previous = (await self._store.manifests(thread, ids[-1:])).get(ids[-1])
-        selection = await self._router.select(thread, query, previous.page.summary if previous else None, roots)
+        selection = await self._router.select(thread, query, previous.page.summary if previous else None, scored)
         relevance = dict(selection.relevance)
+        for container, pages in folded.items():
+            relevance[container] = CONTAINER_SHARE * max((relevance[p] for p in pages), default=0.0)
         relevance.update({page: 1.0 for page in state if page in relevance})  # the model opened it: keep it open
         requested = dict(selection.views)
         requested.update({k: v for k, v in state.items() if k in tree.roots})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -112,24 +113,79 @@ def test_three_topics_become_three_containers(consolidating: GatewayProcess, ups
             assert all(q in text for q in topic)  # each container was summarized from its own topic's pages
     assert [r for r in upstream.chat_requests if (r.body or {}).get("model") != "summarizer"] == []  # /save never calls the chat model
 
-    # from now on the pool shows the containers, and the originals are one Consult → Unpacked → Consult away
+    # from now on the context shows each container, and next to it its pages: all of them fit here
     upstream.script(Reply(content="ok"))
     client(consolidating, thread).chat.completions.create(model="fake-model", messages=[*messages[:-1], {"role": "assistant", "content": "Saved."}, {"role": "user", "content": "What about the taper?"}])  # type: ignore[arg-type]
     text = upstream.chat_requests[-1].body["messages"][0]["content"]  # type: ignore[index]
     root = etree.fromstring(text[text.index("<PagedContext") :].encode())
     flow = root.find("Linear_Flow")
-    assert [n.get("type") for n in flow] == ["Consolidated"] * 3
+    assert sorted(n.get("id") for n in flow if n.get("type") == "Consolidated") == sorted(r["id"] for r in roots)
+    assert {n.get("id") for n in flow if n.get("type") == "Original"} == {c["id"] for r in roots for c in r["children"]}
+
+
+def _page_id(text: str, needle: str) -> str:
+    """The id of the node or Background_Context line that shows ``needle``."""
+    for line in text.split("\n"):
+        if needle in line:
+            found = re.search(r'\[\d{4}-\d\d-\d\d ([0-9a-f]+)\]|<Node id="([0-9a-f]+)"', line)
+            if found:
+                return found.group(1) or found.group(2)
+    node = next(n for n in etree.fromstring(text[text.index("<PagedContext") :].encode()).iter("Node") if needle in "".join(n.itertext()))
+    return str(node.get("id"))
+
+
+def test_a_question_about_one_exchange_of_a_topic_gets_that_exchange_and_consulting_it_opens_the_topic(
+    consolidating: GatewayProcess, upstream: FakeUpstream
+) -> None:
+    thread = "one-of-a-topic-" + uuid.uuid4().hex[:8]
+    if "summarizer" in consolidating.config["pcp"].get("summarizer_model", ""):
+        upstream.script(*[Summarizer()] * 15)
+    messages = exchanges(SOURDOUGH) + exchanges(ASYNCIO) + exchanges(MARATHON) + [{"role": "user", "content": "/save"}]
+    client(consolidating, thread).chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+    assert settled(consolidating, thread)["consolidated_pages"] == 3
+    question = [*messages[:-1], {"role": "user", "content": "Which flour did I ask about for feeding?"}]  # nothing new to store
+
+    # the context without any page: what the budget cannot take away
+    upstream.script(Reply(content="ok"))
+    raw = client(consolidating, thread, **{"X-PCP-Budget": "1"}).chat.completions.with_raw_response.create(model="fake-model", messages=question)  # type: ignore[arg-type]
+    fixed = int(raw.headers["x-pcp-prompt-tokens"])
+
+    # room for about two pages: the flour exchange is there, verbatim, without the rest of its topic
+    wanted = SOURDOUGH[3]
+    opened: list[str] = []
+
+    def consult_the_flour_page(recorded: Recorded) -> Response:
+        system = (recorded.body or {})["messages"][0]["content"]
+        if wanted not in system:
+            return Reply(content="not shown")
+        opened.append(_page_id(system, wanted))
+        return Reply(content=None, tool_calls=[ToolCall("pcp_consult", json.dumps({"reason": "read it", "ids": opened}))])
+
+    upstream.script(consult_the_flour_page, Reply(content="whole wheat"))
+    budget = {"X-PCP-Budget": str(fixed + 120)}
+    reply = client(consolidating, thread, **budget).chat.completions.create(model="fake-model", messages=question)  # type: ignore[arg-type]
+    first, second = [r.body or {} for r in upstream.chat_requests if (r.body or {}).get("model") == "fake-model"][-2:]
+    system = first["messages"][0]["content"]
+    assert reply.choices[0].message.content == "whole wheat", system
+    assert sum(q in system for q in SOURDOUGH) <= 2 and not re.search(r'<Node [^>]*type="Consolidated"', system), system
+    tool = next(m for m in second["messages"] if m["role"] == "tool")
+    container = next(r for r in settled(consolidating, thread)["pages"] if wanted in children_text(r) or opened[0] in [c["id"] for c in r["children"]])
+    # the page is in Detail and its container was opened on the way, as for any page inside a container
+    assert f"unpacked {container['id']}" in tool["content"] and f'id="{opened[0]}" type="Original" view="Detail"' in tool["content"]
+    views = settled(consolidating, thread)["views"]
+    assert views.get(container["id"]) == "Unpacked" and views.get(opened[0]) == "Detail"
 
 
 def _zoom_to_an_original(recorded: Recorded) -> Response:
-    """Consult the first node that can go deeper until an Original page is in Detail, then answer."""
+    """From the first container, consult the first node that can go deeper until an Original page is in
+    Detail, then answer."""
     body = recorded.body or {}
     results = [m["content"] for m in body.get("messages", []) if m.get("role") == "tool"]
     if results and 'type="Original" view="Detail"' in results[-1]:
         return Reply(content="found it")
     text = results[-1] if results else body["messages"][0]["content"]
     xml = etree.fromstring(text[text.index("<Node" if results else "<PagedContext") :].encode())
-    deepest = next(n for n in xml.iter("Node") if n.get("view") != "Unpacked")
+    deepest = next(n for n in xml.iter("Node") if n.get("view") != "Unpacked" and (results or n.get("type") == "Consolidated"))
     return Reply(content=None, tool_calls=[ToolCall("pcp_consult", json.dumps({"reason": "go deeper", "ids": [deepest.get("id")]}))])
 
 
