@@ -25,6 +25,7 @@ from redis.exceptions import RedisError
 
 from gateway.core import LineHolds, Page, PageType, Step, View, background_line, line_holds, summary_fits_line
 from gateway.adapters.store_keys import ThreadKey, ThreadKeys, threads_key
+from gateway.core.budget import DAY_OVERHEAD
 from gateway.core.lexical import LEXICON, restem
 from gateway.errors import StoreUnavailable
 
@@ -42,6 +43,8 @@ def open_redis(url: str, *, cluster: bool = False) -> RedisClient:
     client: aioredis.Redis = aioredis.Redis.from_url(url, decode_responses=True)
     return client
 
+
+LINES = 2  # background_tokens counts the line without its date (2), or with it (1, before day headings)
 
 @dataclass(frozen=True)
 class Manifest:
@@ -113,6 +116,7 @@ def manifest_json(new: NewPage) -> str:
             "lexicon": LEXICON,
             "anchor": new.anchor,
             "line": new.line.value,
+            "lines": LINES,
         },
         ensure_ascii=False,
     )
@@ -138,9 +142,10 @@ def parse_manifest(page_id: str, raw: str, content: str = "") -> Manifest:
         length = sum(counts.values())
     # manifests stored before "line" existed: the summary alone tells whether it fits its line
     line = LineHolds(data["line"]) if "line" in data else LineHolds.SUMMARY if summary_fits_line(page) else LineHolds.LEAD
-    return Manifest(
-        page, data["summary_tokens"], data["background_tokens"], counts, length, data.get("anchor", ""), line
-    )
+    background = data["background_tokens"]
+    if data.get("lines", 1) != LINES:  # counted with the date on the line, which now heads its day's lines
+        background = max(background - DAY_OVERHEAD, 1)
+    return Manifest(page, data["summary_tokens"], background, counts, length, data.get("anchor", ""), line)
 
 
 @contextmanager

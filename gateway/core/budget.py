@@ -16,7 +16,7 @@ A page whose line carries its whole summary (``summary_on_line``) skips the Summ
 carries its whole content (``content_on_line``: a short exchange under the extractive summary) skips the Detail
 node too: the node would add only its tags (~40 tokens) to the same text, and the line costs a fraction of
 that, so a tight context shows more pages. When everything fits, nothing is demoted and such a page keeps its
-requested view.
+requested view. Lines are filed under one date line per day (``day``), which the estimate counts once per day.
 
 So the most relevant, most recent pages keep their detail and the least keep nothing, and a page of high priority
 is never demoted to make room for one of lower priority. Ties go to the newer page.
@@ -35,7 +35,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from types import MappingProxyType
 
 from gateway.core.errors import ContextWindowExceeded
@@ -44,6 +44,7 @@ from gateway.core.views import View
 
 __all__ = [
     "BACKGROUND_OVERHEAD",
+    "DAY_OVERHEAD",
     "DEFAULT_HALF_LIFE",
     "AGE_FLOOR",
     "FLOOR",
@@ -62,6 +63,7 @@ FLOOR = 0.1
 AGE_FLOOR = 0.8
 NODE_OVERHEAD = 40
 BACKGROUND_OVERHEAD = 10
+DAY_OVERHEAD = 7  # the "YYYY-MM-DD:" line that heads a day's lines in <Background_Context> (cl100k)
 
 
 class Level(enum.Enum):
@@ -86,7 +88,8 @@ class Candidate:
     ``background_tokens`` is its line once folded; ``unpacked_tokens`` is needed only when the
     requested ``view`` is Unpacked (the nested rendering). ``summary_on_line``: the folded line holds the
     whole summary, so the Summary level is skipped when the context does not fit; ``content_on_line``: it
-    holds the whole content, so Detail is skipped as well.
+    holds the whole content, so Detail is skipped as well. ``day``: the date its line is filed under
+    (default: the timestamp's; pass the page's own when ``timestamp`` is shifted).
     """
 
     id: str
@@ -99,6 +102,7 @@ class Candidate:
     unpacked_tokens: int | None = None
     summary_on_line: bool = False
     content_on_line: bool = False
+    day: date | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.relevance <= 1.0:
@@ -108,6 +112,8 @@ class Candidate:
         if self.view is View.UNPACKED and self.unpacked_tokens is None:
             raise ValueError(f"candidate {self.id}: an Unpacked candidate needs unpacked_tokens")
         object.__setattr__(self, "timestamp", utc(self.timestamp))
+        if self.day is None:
+            object.__setattr__(self, "day", self.timestamp.date())
 
 
 @dataclass(frozen=True)
@@ -143,28 +149,37 @@ def priority(candidate: Candidate, now: datetime, half_life: timedelta = DEFAULT
     return float((FLOOR + (1.0 - FLOOR) * candidate.relevance) * decay)
 
 
+@dataclass(frozen=True)
+class _Policy:
+    now: datetime
+    half_life: timedelta
+    node_overhead: int
+    background_overhead: int
+    day_overhead: int
+
+
 class _Plan:
-    def __init__(self, candidates: Sequence[Candidate], fixed: int, node_overhead: int, background_overhead: int):
+    def __init__(self, candidates: Sequence[Candidate], fixed: int, policy: _Policy):
         self.candidates = list(candidates)
         self.levels = {c.id: _AS_LEVEL[c.view] for c in candidates}
-        self.fixed, self.node_overhead, self.background_overhead = fixed, node_overhead, background_overhead
+        self.fixed, self.policy = fixed, policy
         self.demotions: list[Demotion] = []
 
     def cost(self, candidate: Candidate, level: Level) -> int:
         if level is Level.UNPACKED:
-            return (candidate.unpacked_tokens or 0) + self.node_overhead
+            return (candidate.unpacked_tokens or 0) + self.policy.node_overhead
         if level is Level.DETAIL:
-            return candidate.detail_tokens + self.node_overhead
+            return candidate.detail_tokens + self.policy.node_overhead
         if level is Level.SUMMARY:
-            return candidate.summary_tokens + self.node_overhead
+            return candidate.summary_tokens + self.policy.node_overhead
         if level is Level.BACKGROUND:
             return candidate.background_tokens + 1
         return 0
 
     def total(self) -> int:
         nodes = sum(self.cost(c, self.levels[c.id]) for c in self.candidates)
-        folded = any(level is Level.BACKGROUND for level in self.levels.values())
-        return self.fixed + nodes + (self.background_overhead if folded else 0)
+        days = {c.day for c in self.candidates if self.levels[c.id] is Level.BACKGROUND}
+        return self.fixed + nodes + (self.policy.background_overhead if days else 0) + self.policy.day_overhead * len(days)
 
     def demote(self, candidate: Candidate, after: Level, rank: float) -> None:
         self.demotions.append(Demotion(candidate.id, self.levels[candidate.id], after, rank))
@@ -191,14 +206,6 @@ def _limit(budget: int, window: int | None) -> int:
     return budget if window is None else min(budget, window)
 
 
-@dataclass(frozen=True)
-class _Policy:
-    now: datetime
-    half_life: timedelta
-    node_overhead: int
-    background_overhead: int
-
-
 def _chain(candidate: Candidate, plan: _Plan) -> list[Level]:
     """The levels a candidate may take, from its requested one down to a background note."""
     requested = _AS_LEVEL[candidate.view]
@@ -218,7 +225,7 @@ def _chain(candidate: Candidate, plan: _Plan) -> list[Level]:
 def _fit(candidates: Sequence[Candidate], fixed: int, limit: int, policy: _Policy, *, minimal: bool) -> FitResult:
     if len({c.id for c in candidates}) != len(candidates):
         raise ValueError("candidate ids must be unique")
-    plan = _Plan(candidates, fixed, policy.node_overhead, policy.background_overhead)
+    plan = _Plan(candidates, fixed, policy)
     ranks = {c.id: priority(c, policy.now, policy.half_life) for c in candidates}
     order = sorted(candidates, key=lambda c: (ranks[c.id], c.timestamp, c.id))
     if minimal:
@@ -228,16 +235,19 @@ def _fit(candidates: Sequence[Candidate], fixed: int, limit: int, policy: _Polic
     if plan.total() <= limit:
         return plan.result(limit)
     # Fill from the highest priority down: each page takes the richest level that still fits.
-    running, folded = fixed, False
+    running, days = fixed, set[date | None]()
     for candidate in reversed(order):
         requested = plan.levels[candidate.id]
         chosen = Level.DROPPED
         for level in _chain(candidate, plan):
-            envelope = policy.background_overhead if level is Level.BACKGROUND and not folded else 0
+            envelope = 0
+            if level is Level.BACKGROUND:  # the element's tags with the first line, a date with a day's first
+                envelope = (0 if days else policy.background_overhead) + (0 if candidate.day in days else policy.day_overhead)
             if running + plan.cost(candidate, level) + envelope <= limit:
                 chosen = level
                 running += plan.cost(candidate, level) + envelope
-                folded = folded or level is Level.BACKGROUND
+                if level is Level.BACKGROUND:
+                    days.add(candidate.day)
                 break
         if chosen is not requested:
             plan.demote(candidate, chosen, ranks[candidate.id])
@@ -254,6 +264,7 @@ def fit_context(
     half_life: timedelta = DEFAULT_HALF_LIFE,
     node_overhead: int = NODE_OVERHEAD,
     background_overhead: int = BACKGROUND_OVERHEAD,
+    day_overhead: int = DAY_OVERHEAD,
 ) -> FitResult:
     """Choose each candidate's place so that the estimated total fits ``min(budget, window)``.
 
@@ -263,7 +274,7 @@ def fit_context(
     limit = _limit(budget, window)
     if window is not None and fixed_tokens > window:
         raise ContextWindowExceeded(fixed_tokens, window)
-    policy = _Policy(now, half_life, node_overhead, background_overhead)
+    policy = _Policy(now, half_life, node_overhead, background_overhead, day_overhead)
     return _fit(candidates, fixed_tokens, limit, policy, minimal=fixed_tokens > limit)
 
 
@@ -278,6 +289,7 @@ def fit_rendered(
     half_life: timedelta = DEFAULT_HALF_LIFE,
     node_overhead: int = NODE_OVERHEAD,
     background_overhead: int = BACKGROUND_OVERHEAD,
+    day_overhead: int = DAY_OVERHEAD,
     max_rounds: int = 4,
 ) -> FitResult:
     """:func:`fit_context`, checked against the real output.
@@ -291,7 +303,7 @@ def fit_rendered(
     limit = _limit(budget, window)
     if window is not None and fixed_tokens > window:
         raise ContextWindowExceeded(fixed_tokens, window)
-    policy = _Policy(now, half_life, node_overhead, background_overhead)
+    policy = _Policy(now, half_life, node_overhead, background_overhead, day_overhead)
     margin = 0
     for _ in range(max_rounds):
         target = limit - margin

@@ -32,6 +32,7 @@ __all__ = [
     "NodeSpec",
     "RenderInput",
     "background_line",
+    "background_lines",
     "summary_fits_line",
     "iso_time",
     "line_holds",
@@ -144,9 +145,25 @@ def render_context(data: RenderInput) -> str:
 
 
 def background_line(page: Page) -> str:
-    """The line a page leaves in ``<Background_Context>`` once folded: its date, its id (so the model can still
-    consult it) and its summary on one line — whole when it fits :data:`BACKGROUND_LINE_CAP`, else its lead."""
-    return f"[{utc(page.timestamp):%Y-%m-%d} {page.id}] {lead_text(page.summary, BACKGROUND_LINE_CAP)}"
+    """The line a page leaves in ``<Background_Context>`` once folded: its id (so the model can still consult
+    it) and its summary on one line — whole when it fits :data:`BACKGROUND_LINE_CAP`, else its lead. Its date
+    heads the lines of its day (:func:`background_lines`)."""
+    return f"[{page.id}] {lead_text(page.summary, BACKGROUND_LINE_CAP)}"
+
+
+def background_lines(pages: Iterable[Page]) -> tuple[str, ...]:
+    """The ``<Background_Context>`` lines of folded ``pages`` (in time order): a ``YYYY-MM-DD:`` line before
+    each day's lines, then one :func:`background_line` per page. A date written once per day instead of on
+    every line leaves room for more lines."""
+    lines: list[str] = []
+    day = ""
+    for page in pages:
+        heading = f"{utc(page.timestamp):%Y-%m-%d}:"
+        if heading != day:
+            lines.append(heading)
+            day = heading
+        lines.append(background_line(page))
+    return tuple(lines)
 
 
 def summary_fits_line(page: Page) -> bool:

@@ -32,7 +32,7 @@ from gateway.core import (
     TokenCounter,
     View,
     ViewState,
-    background_line,
+    background_lines,
     consult_schema,
     fit_rendered,
     message_text,
@@ -42,6 +42,7 @@ from gateway.core import (
     page_id,
     render_context,
     shelve_schema,
+    utc,
     view_of,
 )
 from gateway.core.rounds import ZoomNames
@@ -258,7 +259,8 @@ class ContextBuilder:
 
         def compose(result: FitResult | None) -> list[Mapping[str, Any]]:
             views = dict(result.views) if result else {}
-            background = tuple(background_line(pages[i]) for i in (result.background_ids if result else ()))
+            folded = sorted((pages[i] for i in (result.background_ids if result else ())), key=lambda p: (p.timestamp, p.id))
+            background = background_lines(folded)
             nodes = nodes_from_state(flow, wanted, pages, roots=[r for r in flow.roots if r in views], overrides=views)
             xml = render_context(RenderInput(now=now, query=query, steps=steps, background=background, nodes=nodes, consult_name=names.consult, shelve_name=names.shelve))
             return [{"role": "system", "content": _system_text(split.system, xml)}, *live]
@@ -365,4 +367,5 @@ class ContextBuilder:
             # a page the model opened itself stays a node: it asked for that view, and a line would invite it
             # to open the page again
             content_on_line=manifest.line is LineHolds.CONTENT and not opened,
+            day=utc(page.timestamp).date(),  # its line is filed under its own date, refreshed or not
         )

@@ -5,6 +5,7 @@ from datetime import datetime, timezone
 
 from gateway.adapters.redis_store import NewPage, manifest_json, parse_manifest
 from gateway.core import LineHolds, original_page
+from gateway.core.budget import DAY_OVERHEAD
 from gateway.core.blocks import split_blocks
 from gateway.core.lexical import term_counts
 from gateway.core.pages import Page
@@ -20,7 +21,7 @@ def _page(reply: str) -> Page:
 def test_what_the_line_holds_is_derived_at_ingestion_and_stored_with_the_manifest() -> None:
     page = _page("On the mat.")
     new = NewPage.of(page, len, term_counts(page.content))
-    assert new.line is LineHolds.CONTENT and new.background_tokens == len(f"[2026-02-14 {page.id}] User: Where is the cat? Assistant: On the mat.")
+    assert new.line is LineHolds.CONTENT and new.background_tokens == len(f"[{page.id}] User: Where is the cat? Assistant: On the mat.")
     stored = parse_manifest(page.id, manifest_json(new))
     assert (stored.line, stored.background_tokens, stored.summary_tokens, stored.page.summary) == (
         LineHolds.CONTENT, new.background_tokens, new.summary_tokens, page.summary)
@@ -42,3 +43,13 @@ def test_term_counts_stored_before_stemming_are_stemmed_when_read() -> None:
     data.update(terms={"painting": 1, "boats": 1, "cat": 1}, length=3)
     stored = parse_manifest(page.id, json.dumps(data))
     assert (dict(stored.terms), stored.length) == ({"paint": 1, "boat": 1, "cat": 1}, 3)
+
+
+def test_a_line_counted_with_its_date_is_counted_without_it_when_read() -> None:
+    page = _page("On the mat.")
+    new = NewPage.of(page, len, term_counts(page.content))
+    data = json.loads(manifest_json(new))
+    assert data["lines"] == 2
+    del data["lines"]
+    data["background_tokens"] = new.background_tokens + DAY_OVERHEAD  # as stored when the date was on the line
+    assert parse_manifest(page.id, json.dumps(data)).background_tokens == new.background_tokens

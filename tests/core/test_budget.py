@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from gateway.core.budget import (
     BACKGROUND_OVERHEAD,
+    DAY_OVERHEAD,
     DEFAULT_HALF_LIFE,
     NODE_OVERHEAD,
     Candidate,
@@ -21,7 +22,7 @@ from gateway.core.budget import (
 )
 from gateway.core.errors import ContextWindowExceeded
 from gateway.core.pages import Page, PageType
-from gateway.core.render import NodeSpec, RenderInput, background_line, render_context
+from gateway.core.render import NodeSpec, RenderInput, background_line, background_lines, render_context
 from gateway.core.tokens import TokenCounter
 from gateway.core.views import View
 
@@ -36,7 +37,7 @@ def cand(cid: str, relevance: float = 0.5, hours: float = 1, summary: int = 10, 
 
 def fit(candidates: list[Candidate], budget: int, fixed: int = 0, window: int | None = None) -> FitResult:
     return fit_context(candidates, fixed_tokens=fixed, budget=budget, now=NOW, window=window, node_overhead=0,
-                       background_overhead=0)
+                       background_overhead=0, day_overhead=0)
 
 
 def test_priority_is_a_double_decay() -> None:
@@ -87,34 +88,52 @@ def test_folding_then_dropping() -> None:
 def test_a_summary_whole_on_its_line_is_folded_rather_than_shown_as_a_node() -> None:
     # the node would repeat the line's text inside ~40 tokens of tags: under pressure the line is enough
     on_line = [Candidate(c, 0.5, NOW - timedelta(hours=h), 30, 40, S, 36, summary_on_line=True) for c, h in (("a", 2), ("b", 1))]
-    result = fit_context(on_line, fixed_tokens=0, budget=100, now=NOW, background_overhead=0)
+    result = fit_context(on_line, fixed_tokens=0, budget=100, now=NOW, background_overhead=0, day_overhead=0)
     assert (dict(result.views), result.background_ids, result.total_tokens) == ({}, ("a", "b"), 74)
     # a node keeps its Summary when its summary is longer than its line
     plain = [Candidate(c, 0.5, NOW - timedelta(hours=h), 30, 40, S, 36) for c, h in (("a", 2), ("b", 1))]
-    assert dict(fit_context(plain, fixed_tokens=0, budget=100, now=NOW, background_overhead=0).views) == {"b": S}
+    assert dict(fit_context(plain, fixed_tokens=0, budget=100, now=NOW, background_overhead=0, day_overhead=0).views) == {"b": S}
     # a Detail request steps straight down to the line; and when everything fits, nothing is folded
     detail = [Candidate("a", 0.5, NOW, 30, 400, D, 36, summary_on_line=True)]
-    assert fit_context(detail, fixed_tokens=0, budget=100, now=NOW, background_overhead=0).background_ids == ("a",)
+    assert fit_context(detail, fixed_tokens=0, budget=100, now=NOW, background_overhead=0, day_overhead=0).background_ids == ("a",)
     assert dict(fit_context(on_line, fixed_tokens=0, budget=1_000, now=NOW).views) == {"a": S, "b": S}
 
 
 def test_a_page_whole_on_its_line_is_folded_rather_than_shown_in_detail() -> None:
     # its line holds every message verbatim: under pressure a Detail node would only add its tags
     whole = [Candidate(c, 0.9, NOW - timedelta(hours=h), 30, 40, D, 45, summary_on_line=True, content_on_line=True) for c, h in (("a", 2), ("b", 1))]
-    result = fit_context(whole, fixed_tokens=0, budget=100, now=NOW, background_overhead=0)
+    result = fit_context(whole, fixed_tokens=0, budget=100, now=NOW, background_overhead=0, day_overhead=0)
     assert (dict(result.views), result.background_ids, result.total_tokens) == ({}, ("a", "b"), 92)
     # a line that holds only the summary leaves room for one Detail node, nothing else
     summary_only = [replace(c, content_on_line=False) for c in whole]
-    assert dict(fit_context(summary_only, fixed_tokens=0, budget=100, now=NOW, background_overhead=0).views) == {"b": D}
+    assert dict(fit_context(summary_only, fixed_tokens=0, budget=100, now=NOW, background_overhead=0, day_overhead=0).views) == {"b": D}
     # when everything fits, the requested views stay
     assert dict(fit_context(whole, fixed_tokens=0, budget=1_000, now=NOW).views) == {"a": D, "b": D}
 
 
 def test_background_envelope_is_counted_once() -> None:
     result = fit_context([cand("a", view=S), cand("b", view=S)], fixed_tokens=0, budget=19, now=NOW,
-                         node_overhead=0, background_overhead=BACKGROUND_OVERHEAD)
+                         node_overhead=0, background_overhead=BACKGROUND_OVERHEAD, day_overhead=0)
     # "b" (newer on the tie) keeps its Summary (10); "a" as a note would cost 6 + the envelope (10) = 26 > 19
     assert (dict(result.views), result.background_ids, result.dropped_ids, result.total_tokens) == ({"b": S}, (), ("a",), 10)
+
+
+def test_lines_are_filed_under_one_date_line_per_day() -> None:
+    day = [cand(c, view=S, hours=h, background=20) for c, h in (("a", 3), ("b", 2), ("c", 1))]
+    everything = fit_context(day, fixed_tokens=0, budget=10_000, now=NOW, node_overhead=0, background_overhead=0)
+    assert everything.background_ids == ()  # nothing to fold: no date line either
+    folded = fit_context(day, fixed_tokens=0, budget=70, now=NOW, node_overhead=1_000, background_overhead=0)
+    # three lines of 20 (+1 for the line break) and one date line for the three of them
+    assert (folded.background_ids, folded.total_tokens) == (("a", "b", "c"), 3 * 21 + DAY_OVERHEAD)
+    # on three days, the third line does not fit with its own date line
+    days = [replace(c, timestamp=c.timestamp - timedelta(days=i), day=None) for i, c in enumerate(day)]
+    spread = fit_context(days, fixed_tokens=0, budget=70, now=NOW, node_overhead=1_000, background_overhead=0)
+    assert (len(spread.background_ids), spread.total_tokens) == (2, 2 * (21 + DAY_OVERHEAD))
+    # a page whose timestamp was shifted (refreshed by use) is still filed under its own date
+    refreshed = [replace(day[0], timestamp=NOW + timedelta(days=3)), *day[1:]]
+    assert refreshed[0].day == NOW.date()
+    again = fit_context(refreshed, fixed_tokens=0, budget=70, now=NOW, node_overhead=1_000, background_overhead=0)
+    assert (len(again.background_ids), again.total_tokens) == (3, 3 * 21 + DAY_OVERHEAD)
 
 
 def test_unpacked_steps_down_to_detail_only_when_smaller() -> None:
@@ -198,7 +217,8 @@ def estimate(result: FitResult, cands: list[Candidate], fixed: int) -> int:
 
     nodes = sum(size(by_id[i], v) + NODE_OVERHEAD for i, v in result.views.items())
     folded = sum(by_id[i].background_tokens + 1 for i in result.background_ids)
-    return fixed + nodes + folded + (BACKGROUND_OVERHEAD if result.background_ids else 0)
+    days = {by_id[i].day for i in result.background_ids}
+    return fixed + nodes + folded + (BACKGROUND_OVERHEAD if result.background_ids else 0) + DAY_OVERHEAD * len(days)
 
 
 @settings(max_examples=300, deadline=None)
@@ -249,7 +269,7 @@ CANDIDATES = [
 
 def render_for(result: FitResult) -> str:
     nodes = tuple(NodeSpec(BY_ID[i], v) for i, v in result.views.items())
-    background = tuple(background_line(BY_ID[i]) for i in result.background_ids)
+    background = background_lines(BY_ID[i] for i in result.background_ids)
     return render_context(RenderInput(now=NOW, query="What was question 3?", nodes=nodes, background=background))
 
 

@@ -16,6 +16,7 @@ from gateway.core.render import (
     RenderInput,
     BACKGROUND_LINE_CAP,
     background_line,
+    background_lines,
     summary_fits_line,
     LineHolds,
     iso_time,
@@ -151,15 +152,23 @@ def test_nodes_from_state() -> None:
 
 def test_background_line_and_time() -> None:
     short = page("a0000001", 0, summary="Redis set up.  Uses AOF.")
-    assert background_line(short) == "[2026-02-14 a0000001] Redis set up. Uses AOF."
+    assert background_line(short) == "[a0000001] Redis set up. Uses AOF."
     assert summary_fits_line(short)
     sentences = " ".join(f"Fact number {n} is kept." for n in range(60))  # ~1,400 characters
     long = page("a0000002", 0, summary=sentences)
     line = background_line(long)
     assert not summary_fits_line(long)
-    assert line.startswith("[2026-02-14 a0000002] Fact number 0 is kept.") and line.endswith("kept. …")
-    assert len(line) <= len("[2026-02-14 a0000002] ") + BACKGROUND_LINE_CAP + 2
+    assert line.startswith("[a0000002] Fact number 0 is kept.") and line.endswith("kept. …")
+    assert len(line) <= len("[a0000002] ") + BACKGROUND_LINE_CAP + 2
     assert iso_time(datetime(2026, 2, 14, 12, 30, 5, 999, tzinfo=timezone(timedelta(hours=2)))) == "2026-02-14T10:30:05Z"
+
+
+def test_background_lines_write_each_day_once() -> None:
+    pages = [page(f"a000000{n}", minutes, summary=f"Fact {n}.") for n, minutes in ((1, 1800), (2, 1740), (3, 60), (4, 0))]
+    assert background_lines(pages) == (
+        "2026-02-13:", "[a0000001] Fact 1.", "[a0000002] Fact 2.", "2026-02-14:", "[a0000003] Fact 3.", "[a0000004] Fact 4.",
+    )
+    assert background_lines([]) == ()
 
 
 def _exchange(*messages: dict[str, object]) -> Page:

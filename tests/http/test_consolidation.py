@@ -127,7 +127,7 @@ def _page_id(text: str, needle: str) -> str:
     """The id of the node or Background_Context line that shows ``needle``."""
     for line in text.split("\n"):
         if needle in line:
-            found = re.search(r'\[\d{4}-\d\d-\d\d ([0-9a-f]+)\]|<Node id="([0-9a-f]+)"', line)
+            found = re.search(r'^\[([0-9a-f]+)\] |<Node id="([0-9a-f]+)"', line)
             if found:
                 return found.group(1) or found.group(2)
     node = next(n for n in etree.fromstring(text[text.index("<PagedContext") :].encode()).iter("Node") if needle in "".join(n.itertext()))

@@ -69,10 +69,10 @@ def _node_ids(root: etree._Element, view: str | None = None) -> list[str]:
 
 
 def _folded_ids(root: etree._Element) -> list[str]:
-    """The page ids on the `[date id] summary` lines of <Background_Context>."""
+    """The page ids on the `[id] summary` lines of <Background_Context>."""
     background = root.find("Background_Context")
     text = background.text if background is not None and background.text else ""
-    return re.findall(r"^\[\d{4}-\d\d-\d\d ([0-9a-f]+)\] ", text, re.MULTILINE)
+    return re.findall(r"^\[([0-9a-f]+)\] ", text, re.MULTILINE)
 
 
 def _closed_ids(root: etree._Element) -> list[str]:
@@ -105,7 +105,7 @@ def test_a_long_conversation_is_sent_as_paged_context_within_budget(paged: Gatew
 
 
 def test_under_pressure_the_best_match_is_its_own_line_verbatim(paged: GatewayProcess, upstream: FakeUpstream) -> None:
-    # each exchange is short, plain chat: its [date id] line holds both messages word for word, so the page the
+    # each exchange is short, plain chat: its [id] line holds both messages word for word, so the page the
     # router wants in Detail is shown as that line (no ~40 tokens of node tags) and more pages fit
     messages = _ask(conversation(40), "What was the key fact about tomato blight in situation number 22?")
     raw = _client(paged, _thread()).chat.completions.with_raw_response.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
@@ -172,7 +172,8 @@ def test_a_page_folded_into_the_background_can_still_be_consulted(paged: Gateway
     raw = _client(paged, _thread()).chat.completions.with_raw_response.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
     assert raw.parse().choices[0].message.content == "Read it." and raw.headers["x-pcp-rounds"] == "2"
     first, second = upstream.chat_requests[-2:]
-    lines = _xml(first).find("Background_Context").text.splitlines()  # type: ignore[union-attr]
+    heading, *lines = _xml(first).find("Background_Context").text.splitlines()  # type: ignore[union-attr]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d:", heading)  # all these pages are of one day: its date heads their lines
     # each folded page keeps its whole (short) summary on its line: the question and the fact are both there
     assert len(lines) >= 3 and all("User: Question" in line and "the key fact is code-" in line for line in lines)
     target = json.loads(second.body["messages"][-2]["tool_calls"][0]["function"]["arguments"])["ids"][0]  # type: ignore[index]
