@@ -46,6 +46,7 @@ def open_redis(url: str, *, cluster: bool = False) -> RedisClient:
 
 LINES = 2  # background_tokens counts the line without its date (2), or with it (1, before day headings)
 
+
 @dataclass(frozen=True)
 class Manifest:
     """A stored page without its content, the token counts the budget needs and the term counts of its
