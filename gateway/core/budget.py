@@ -16,7 +16,8 @@ A page whose line carries its whole summary (``summary_on_line``) skips the Summ
 carries its whole content (``content_on_line``: a short exchange under the extractive summary) skips the Detail
 node too: the node would add only its tags (~40 tokens) to the same text, and the line costs a fraction of
 that, so a tight context shows more pages. When everything fits, nothing is demoted and such a page keeps its
-requested view. Lines are filed under one date line per day (``day``), which the estimate counts once per day.
+requested view. Lines are filed under one date line per day (the page's own, ``written``), which the estimate
+counts once per day.
 
 So the most relevant, most recent pages keep their detail and the least keep nothing, and a page of high priority
 is never demoted to make room for one of lower priority. Ties go to the newer page.
@@ -88,8 +89,8 @@ class Candidate:
     ``background_tokens`` is its line once folded; ``unpacked_tokens`` is needed only when the
     requested ``view`` is Unpacked (the nested rendering). ``summary_on_line``: the folded line holds the
     whole summary, so the Summary level is skipped when the context does not fit; ``content_on_line``: it
-    holds the whole content, so Detail is skipped as well. ``day``: the date its line is filed under
-    (default: the timestamp's; pass the page's own when ``timestamp`` is shifted).
+    holds the whole content, so Detail is skipped as well. ``written``: the page's own time, which orders
+    the lines and files each under its date (default: ``timestamp``; pass it when ``timestamp`` is shifted).
     """
 
     id: str
@@ -102,7 +103,7 @@ class Candidate:
     unpacked_tokens: int | None = None
     summary_on_line: bool = False
     content_on_line: bool = False
-    day: date | None = None
+    written: datetime | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.relevance <= 1.0:
@@ -112,8 +113,13 @@ class Candidate:
         if self.view is View.UNPACKED and self.unpacked_tokens is None:
             raise ValueError(f"candidate {self.id}: an Unpacked candidate needs unpacked_tokens")
         object.__setattr__(self, "timestamp", utc(self.timestamp))
-        if self.day is None:
-            object.__setattr__(self, "day", self.timestamp.date())
+        object.__setattr__(self, "written", self.timestamp if self.written is None else utc(self.written))
+
+    @property
+    def day(self) -> date:
+        """The date its line is filed under in ``<Background_Context>``."""
+        assert self.written is not None  # set in __post_init__
+        return self.written.date()
 
 
 @dataclass(frozen=True)
@@ -188,7 +194,7 @@ class _Plan:
     def result(self, limit: int) -> FitResult:
         total = self.total()
         kept = {c.id: _AS_VIEW[level] for c in self.candidates if (level := self.levels[c.id]) in _AS_VIEW}
-        by_time = sorted(self.candidates, key=lambda c: (c.timestamp, c.id))
+        by_time = sorted(self.candidates, key=lambda c: (c.written, c.id))
         return FitResult(
             views=MappingProxyType(kept),
             background_ids=tuple(c.id for c in by_time if self.levels[c.id] is Level.BACKGROUND),
@@ -235,7 +241,7 @@ def _fit(candidates: Sequence[Candidate], fixed: int, limit: int, policy: _Polic
     if plan.total() <= limit:
         return plan.result(limit)
     # Fill from the highest priority down: each page takes the richest level that still fits.
-    running, days = fixed, set[date | None]()
+    running, days = fixed, set[date]()
     for candidate in reversed(order):
         requested = plan.levels[candidate.id]
         chosen = Level.DROPPED

@@ -42,7 +42,6 @@ from gateway.core import (
     page_id,
     render_context,
     shelve_schema,
-    utc,
     view_of,
 )
 from gateway.core.rounds import ZoomNames
@@ -259,8 +258,7 @@ class ContextBuilder:
 
         def compose(result: FitResult | None) -> list[Mapping[str, Any]]:
             views = dict(result.views) if result else {}
-            folded = sorted((pages[i] for i in (result.background_ids if result else ())), key=lambda p: (p.timestamp, p.id))
-            background = background_lines(folded)
+            background = background_lines(pages[i] for i in (result.background_ids if result else ()))
             nodes = nodes_from_state(flow, wanted, pages, roots=[r for r in flow.roots if r in views], overrides=views)
             xml = render_context(RenderInput(now=now, query=query, steps=steps, background=background, nodes=nodes, consult_name=names.consult, shelve_name=names.shelve))
             return [{"role": "system", "content": _system_text(split.system, xml)}, *live]
@@ -312,7 +310,7 @@ class ContextBuilder:
         thread: ThreadKey,
         query: str,
         ids: Sequence[str],
-        tree: PageTree,
+        flow: PageTree,
         folded: Mapping[str, tuple[str, ...]],
         manifests: Mapping[str, Manifest],
         state: ViewState,
@@ -321,7 +319,7 @@ class ContextBuilder:
 
         The router scores every top-level page but the folded containers, in conversation order; a folded
         container is as relevant as a share of its best page, so its summary comes after the pages that match."""
-        scored = [manifests[r] for r in tree.roots if r not in folded]
+        scored = [manifests[r] for r in flow.roots if r not in folded]
         previous = manifests.get(ids[-1]) if ids else None
         if ids and previous is None:
             previous = (await self._store.manifests(thread, ids[-1:])).get(ids[-1])
@@ -331,7 +329,7 @@ class ContextBuilder:
             relevance[container] = CONTAINER_SHARE * max((relevance[p] for p in pages), default=0.0)
         relevance.update({page: 1.0 for page in state if page in relevance})  # the model opened it: keep it open
         requested = dict(selection.views)
-        requested.update({k: v for k, v in state.items() if k in tree.roots})
+        requested.update({k: v for k, v in state.items() if k in flow.roots})
         return relevance, requested
 
     def _candidate(
@@ -367,5 +365,5 @@ class ContextBuilder:
             # a page the model opened itself stays a node: it asked for that view, and a line would invite it
             # to open the page again
             content_on_line=manifest.line is LineHolds.CONTENT and not opened,
-            day=utc(page.timestamp).date(),  # its line is filed under its own date, refreshed or not
+            written=page.timestamp,  # its line's date and place are its own, refreshed or not
         )

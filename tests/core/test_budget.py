@@ -126,7 +126,7 @@ def test_lines_are_filed_under_one_date_line_per_day() -> None:
     # three lines of 20 (+1 for the line break) and one date line for the three of them
     assert (folded.background_ids, folded.total_tokens) == (("a", "b", "c"), 3 * 21 + DAY_OVERHEAD)
     # on three days, the third line does not fit with its own date line
-    days = [replace(c, timestamp=c.timestamp - timedelta(days=i), day=None) for i, c in enumerate(day)]
+    days = [replace(c, timestamp=c.timestamp - timedelta(days=i), written=None) for i, c in enumerate(day)]
     spread = fit_context(days, fixed_tokens=0, budget=70, now=NOW, node_overhead=1_000, background_overhead=0)
     assert (len(spread.background_ids), spread.total_tokens) == (2, 2 * (21 + DAY_OVERHEAD))
     # a page whose timestamp was shifted (refreshed by use) is still filed under its own date
