@@ -12,7 +12,7 @@ __all__ = ["system_instructions"]
 _TEMPLATE = """\
 Your memory of this conversation, oldest first; CURRENT_TIME is now. Answer the Query (the user's current message).
 - Node type="Original" is one exchange, type="Consolidated" a topic of several. view="Detail" is the full text, view="Summary" may leave details out, view="Unpacked" shows the children.
-- Background_Context: one "[id] summary" line per other part, under its "date:" line. Reasoning_Trace: your earlier tool calls.
+- Background_Context: other parts under their "date:" line, each "[id]" with its summary or its messages that match the Query ("…" = left out). Reasoning_Trace: your earlier tool calls.
 - If the answer needs a detail a Summary or a cut line ("…") hides, first call {consult}(ids, reason) with its id; never guess. {shelve}(ids, reason) folds Nodes back.
 - Otherwise answer directly; once a tool result shows what you need, stop calling tools and answer. Copy ids exactly. Do not mention this memory, ids or tools unless asked."""
 

@@ -24,6 +24,7 @@ __all__ = [
     "STOPWORDS",
     "bm25",
     "drop_common_words",
+    "idf_weights",
     "is_low_information",
     "restem",
     "stem",
@@ -105,6 +106,18 @@ def drop_common_words(text: str, documents: Sequence[Mapping[str, int]], share: 
 
     reduced = " ".join(_WORD.sub(keep, text).split())
     return reduced if words(reduced) else text
+
+
+def idf_weights(query: Sequence[str], documents: Sequence[Mapping[str, int]]) -> dict[str, float]:
+    """Each distinct query term's BM25 inverse document frequency over ``documents`` (terms no document
+    contains weigh nothing: they tell no page apart). O(documents x distinct query terms)."""
+    n = len(documents)
+    weights: dict[str, float] = {}
+    for term in dict.fromkeys(query):
+        frequency = sum(1 for counts in documents if term in counts)
+        if frequency:
+            weights[term] = math.log(1.0 + (n - frequency + 0.5) / (frequency + 0.5))
+    return weights
 
 
 def is_low_information(text: str) -> bool:

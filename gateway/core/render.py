@@ -33,6 +33,7 @@ __all__ = [
     "RenderInput",
     "background_line",
     "background_lines",
+    "excerpt_entry",
     "summary_fits_line",
     "iso_time",
     "line_holds",
@@ -151,19 +152,27 @@ def background_line(page: Page) -> str:
     return f"[{page.id}] {lead_text(page.summary, BACKGROUND_LINE_CAP)}"
 
 
-def background_lines(pages: Iterable[Page]) -> tuple[str, ...]:
-    """The ``<Background_Context>`` lines of folded ``pages`` (in time order): a ``YYYY-MM-DD:`` line before
-    each day's lines, then one :func:`background_line` per page. A date written once per day instead of on
-    every line leaves room for more lines."""
+def background_lines(pages: Iterable[Page], excerpts: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The ``<Background_Context>`` entries of ``pages`` (in time order): a ``YYYY-MM-DD:`` line before each
+    day's entries, then one entry per page — its :func:`background_line`, or, for a page in ``excerpts``,
+    ``[id]`` followed by that excerpt (its rows verbatim, ``…`` where something was left out). A date written
+    once per day instead of on every line leaves room for more entries."""
     lines: list[str] = []
     day = ""
+    chosen = excerpts or {}
     for page in pages:
         heading = f"{utc(page.timestamp):%Y-%m-%d}:"
         if heading != day:
             lines.append(heading)
             day = heading
-        lines.append(background_line(page))
+        excerpt = chosen.get(page.id)
+        lines.append(background_line(page) if excerpt is None else excerpt_entry(page.id, excerpt))
     return tuple(lines)
+
+
+def excerpt_entry(page_id: str, excerpt: str) -> str:
+    """A page's excerpt as a ``<Background_Context>`` entry: its id, then the excerpt's rows."""
+    return f"[{page_id}] {excerpt}"
 
 
 def summary_fits_line(page: Page) -> bool:

@@ -10,8 +10,9 @@ view, checked against the real rendering.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,6 +23,7 @@ from gateway.core import (
     Block,
     Candidate,
     ContextWindowExceeded,
+    Excerpt,
     FitResult,
     LineHolds,
     Page,
@@ -32,8 +34,10 @@ from gateway.core import (
     TokenCounter,
     View,
     ViewState,
+    background_line,
     background_lines,
     consult_schema,
+    excerpt_entry,
     fit_rendered,
     message_text,
     nodes_from_state,
@@ -46,7 +50,8 @@ from gateway.core import (
 )
 from gateway.core.rounds import ZoomNames
 from gateway.errors import ContextLengthExceeded, InvalidRequest
-from gateway.core.lexical import term_counts
+from gateway.core.excerpt import ExcerptOption, Unit, excerpt_options, line_coverage, units_of
+from gateway.core.lexical import idf_weights, term_counts, terms
 from gateway.service.router import Router
 from gateway.service.split_cache import SplitCache
 
@@ -54,6 +59,10 @@ __all__ = ["PagedContext", "ContextBuilder", "SAVE_COMMAND", "zoom_names"]
 
 SAVE_COMMAND = "/save"
 CONTAINER_SHARE = 0.25  # a laid-open container's relevance: this share of its best page's
+# The exchanges before the last stay verbatim messages while the recent ones take at most this share of the
+# budget; longer ones (a burst of messages, a long code reply) are paged like the rest. The last stays whole.
+RECENT_SHARE = 0.25
+UNIT_CACHE = 4096  # pages whose excerpt units are kept in memory (content is immutable: never stale)
 
 
 @dataclass(frozen=True)
@@ -121,7 +130,7 @@ def _query(tail: Sequence[Mapping[str, Any]]) -> str:
 
 def _same_choice(a: FitResult, b: FitResult) -> bool:
     """Whether two fits render the same context (``fit_rendered`` returns a copy with the measured total)."""
-    return dict(a.views) == dict(b.views) and a.background_ids == b.background_ids
+    return dict(a.views) == dict(b.views) and a.background_ids == b.background_ids and dict(a.excerpts) == dict(b.excerpts)
 
 
 def _system_text(system: Sequence[Mapping[str, Any]], xml: str) -> str:
@@ -149,6 +158,7 @@ class ContextBuilder:
         self._window_for = window_for
         self._ingest_counter = TokenCounter()
         self._splits = SplitCache()
+        self._units: OrderedDict[tuple[str, str], tuple[Unit, ...]] = OrderedDict()
 
     async def ingest(
         self, thread: ThreadKey, blocks: Sequence[Block], now: datetime, known_ids: Sequence[str] | None = None
@@ -219,7 +229,6 @@ class ContextBuilder:
     async def build(
         self, model: str, messages: Sequence[Mapping[str, Any]], tools: Sequence[Any], thread: ThreadKey, now: datetime, budget: int
     ) -> PagedContext:
-        settings = self._settings
         try:
             split = self._splits.split(thread.scope, messages)
         except ValueError as exc:
@@ -227,7 +236,8 @@ class ContextBuilder:
         keep = [i for i, b in enumerate(split.blocks) if b.anchor_text.strip() != SAVE_COMMAND]
         blocks = [split.blocks[i] for i in keep]
         ids, added = await self.ingest(thread, blocks, now, [split.ids[i] for i in keep])
-        cut = max(len(blocks) - settings.recent_turns, 0)
+        counter = self._counter_for(model)
+        cut = self._verbatim_from(blocks, budget, counter)
         recent_ids = set(ids[cut:])
         pool = [i for i in dict.fromkeys(ids[:cut]) if i not in recent_ids]
         tree, manifests = await self._tree(thread, pool, set(ids))
@@ -239,26 +249,33 @@ class ContextBuilder:
 
         query = _query(split.tail)
         started = time.perf_counter()
-        relevance, requested = await self._select(thread, query, ids, flow, folded, manifests, state)
+        relevance, requested, match_text = await self._select(thread, query, ids, flow, folded, manifests, state)
         router_ms = (time.perf_counter() - started) * 1000
         wanted = dict(state)
         wanted.update(requested)
-        detail_ids = [i for i in flow.ids() if view_of(wanted, i) is View.DETAIL]
+        # Detail is offered to the pages worth reading whole: the best-matching ones, and those asked for
+        full = self._shortlist(flow, relevance, folded)
+        detail_ids = [i for i in flow.ids() if view_of(wanted, i) is View.DETAIL or i in full]
         pages = {i: m.page for i, m in manifests.items()}
         pages.update(await self._store.pages(thread, detail_ids))
+        weights = idf_weights(terms(match_text), [manifests[r].terms for r in flow.roots if r not in folded])
+        excerpts = {i: self._excerpts(thread, pages[i], weights, counter) for i in full if i in pages}
 
         seen = await self._store.last_seen(thread, flow.roots)
         candidates = [
-            self._candidate(manifests[r], relevance[r], view_of(requested, r), flow, manifests, wanted, seen.get(r), r in state)
+            self._candidate(
+                manifests[r], relevance[r], view_of(requested, r), flow, manifests, wanted, seen.get(r), r in state,
+                excerpts.get(r), r in full or view_of(wanted, r) is View.DETAIL,
+            )
             for r in flow.roots
         ]
         names = zoom_names(tools)
-        counter = self._counter_for(model)
         live: list[Mapping[str, Any]] = [m for b in blocks[cut:] for m in b.messages] + list(split.tail)
 
         def compose(result: FitResult | None) -> list[Mapping[str, Any]]:
             views = dict(result.views) if result else {}
-            background = background_lines(pages[i] for i in (result.background_ids if result else ()))
+            chosen = {i: excerpts[i][1][k].text for i, k in result.excerpts.items()} if result else {}
+            background = background_lines((pages[i] for i in (result.background_ids if result else ())), chosen)
             nodes = nodes_from_state(flow, wanted, pages, roots=[r for r in flow.roots if r in views], overrides=views)
             xml = render_context(RenderInput(now=now, query=query, steps=steps, background=background, nodes=nodes, consult_name=names.consult, shelve_name=names.shelve))
             return [{"role": "system", "content": _system_text(split.system, xml)}, *live]
@@ -314,8 +331,9 @@ class ContextBuilder:
         folded: Mapping[str, tuple[str, ...]],
         manifests: Mapping[str, Manifest],
         state: ViewState,
-    ) -> tuple[dict[str, float], dict[str, View]]:
-        """Relevance per top-level page and the views asked for: the router's, and the model's own zoom.
+    ) -> tuple[dict[str, float], dict[str, View], str]:
+        """Relevance per top-level page, the views asked for (the router's, and the model's own zoom), and the
+        text matched (the query, reconstructed when it says too little).
 
         The router scores every top-level page but the folded containers, in conversation order; a folded
         container is as relevant as a share of its best page, so its summary comes after the pages that match."""
@@ -330,7 +348,7 @@ class ContextBuilder:
         relevance.update({page: 1.0 for page in state if page in relevance})  # the model opened it: keep it open
         requested = dict(selection.views)
         requested.update({k: v for k, v in state.items() if k in flow.roots})
-        return relevance, requested
+        return relevance, requested, selection.match_text
 
     def _candidate(
         self,
@@ -342,6 +360,8 @@ class ContextBuilder:
         wanted: ViewState,
         seen: datetime | None,
         opened: bool,
+        excerpts: tuple[float | None, tuple[ExcerptOption, ...]] | None,
+        full: bool,
     ) -> Candidate:
         page = manifest.page
         unpacked = None
@@ -350,6 +370,10 @@ class ContextBuilder:
                 manifests[kid].page.tokens if view_of(wanted, kid) is View.DETAIL else manifests[kid].summary_tokens
                 for kid in tree.kids(page.id)
             ) + 40 * len(tree.kids(page.id))
+        line, options = excerpts or (None, ())
+        # a page the model opened itself stays a node: it asked for that view, and a line would invite it
+        # to open the page again
+        on_line = manifest.line is LineHolds.CONTENT and not opened
         return Candidate(
             id=page.id,
             relevance=relevance,
@@ -362,8 +386,44 @@ class ContextBuilder:
             background_tokens=manifest.background_tokens,
             unpacked_tokens=unpacked,
             summary_on_line=manifest.line is not LineHolds.LEAD,
-            # a page the model opened itself stays a node: it asked for that view, and a line would invite it
-            # to open the page again
-            content_on_line=manifest.line is LineHolds.CONTENT and not opened,
+            content_on_line=on_line,
             written=page.timestamp,  # its line's date and place are its own, refreshed or not
+            excerpts=tuple(Excerpt(option.tokens, option.coverage) for option in options),
+            line_coverage=1.0 if on_line else line,
+            pinned=opened,
+            detail=full,
         )
+
+    def _verbatim_from(self, blocks: Sequence[Block], budget: int, counter: TokenCounter) -> int:
+        """Where the verbatim recent exchanges begin: the last `pcp.recent_turns` blocks, while they take at most
+        RECENT_SHARE of the budget; else only the last one (the exchange the live turn follows stays whole)."""
+        first = max(len(blocks) - self._settings.recent_turns, 0)
+        if len(blocks) - first <= 1:
+            return first
+        recent = counter.count_messages([m for block in blocks[first:] for m in block.messages])
+        return first if recent <= RECENT_SHARE * budget else len(blocks) - 1
+
+    def _shortlist(self, flow: PageTree, relevance: Mapping[str, float], folded: Mapping[str, tuple[str, ...]]) -> set[str]:
+        """The `pcp.shortlist` best-matching top-level pages: they may be excerpted or shown in Detail."""
+        scored = [r for r in flow.roots if r not in folded and relevance.get(r, 0.0) > 0]
+        return set(sorted(scored, key=lambda r: -relevance[r])[: self._settings.shortlist])
+
+    def _excerpts(
+        self, thread: ThreadKey, page: Page, weights: Mapping[str, float], counter: TokenCounter
+    ) -> tuple[float | None, tuple[ExcerptOption, ...]]:
+        """A page's line coverage and excerpt options for this query; its units are computed once per page."""
+        key = (thread.scope, page.id)
+        units = self._units.get(key)
+        if units is None:
+            units = units_of(page.content, counter.count)
+            self._units[key] = units
+            while len(self._units) > UNIT_CACHE:
+                self._units.popitem(last=False)
+        else:
+            self._units.move_to_end(key)
+        if not units:
+            return None, ()
+        entry = counter.count(excerpt_entry(page.id, ""))
+        options = excerpt_options(units, weights, counter.count)
+        shifted = tuple(replace(option, tokens=option.tokens + entry) for option in options)
+        return line_coverage(units, weights, background_line(page)), shifted

@@ -14,6 +14,7 @@ from gateway.core.budget import (
     NODE_OVERHEAD,
     Candidate,
     Demotion,
+    Excerpt,
     FitResult,
     Level,
     fit_context,
@@ -51,77 +52,94 @@ def test_priority_is_a_double_decay() -> None:
     assert DEFAULT_HALF_LIFE == timedelta(hours=24)
 
 
-def test_everything_fits() -> None:
+def test_everything_fits_whole() -> None:
+    # with room for everything, every page is shown whole, whatever the router asked for
     result = fit_context([cand("a"), cand("b", view=S)], fixed_tokens=50, budget=10_000, now=NOW)
-    assert dict(result.views) == {"a": D, "b": S}
-    assert result.total_tokens == 50 + 100 + 10 + 2 * NODE_OVERHEAD
+    assert dict(result.views) == {"a": D, "b": D}
+    assert result.total_tokens == 50 + 2 * (100 + NODE_OVERHEAD)
     assert (result.over_budget, result.demotions, result.background_ids, result.dropped_ids) == (False, (), (), ())
     assert result.limit == 10_000
 
 
-def test_lowest_priority_detail_goes_first() -> None:
-    old, fresh, relevant_old = cand("old", 0.2, 48), cand("fresh", 0.2, 1), cand("rel", 1.0, 48)
-    result = fit([old, fresh, relevant_old], budget=220)
-    assert dict(result.views) == {"old": S, "fresh": D, "rel": D}
-    assert result.demotions == (Demotion("old", Level.DETAIL, Level.SUMMARY, priority(old, NOW)),)
-    assert result.total_tokens == 210
+def test_many_pages_in_part_beat_a_few_whole() -> None:
+    # four equally relevant pages: their lines (half of each page for 21 tokens) are worth more per token than
+    # any one Detail node (the other half for 79 more), so a budget of 100 shows all four as lines
+    pages = [replace(cand(c, 1.0, hours=h, background=20), line_coverage=0.5) for c, h in (("a", 4), ("b", 3), ("c", 2), ("d", 1))]
+    result = fit(pages, budget=100)
+    assert (dict(result.views), result.background_ids, result.total_tokens) == ({}, ("a", "b", "c", "d"), 84)
+    # with room to spare, the best (newest) page's Detail comes next
+    assert dict(fit(pages, budget=170).views) == {"d": D}
 
 
-def test_the_higher_priority_page_keeps_the_richer_view() -> None:
-    result = fit([cand("a", 0.1), cand("b", 0.9)], budget=18)
-    assert dict(result.views) == {"b": S}
-    assert result.background_ids == ("a",)
-    assert [(d.id, d.before, d.after) for d in result.demotions] == [("b", Level.DETAIL, Level.SUMMARY),
-                                                                     ("a", Level.DETAIL, Level.BACKGROUND)]
-    assert result.total_tokens == 10 + 6
+def test_a_relevant_page_gets_detail_when_that_beats_more_pages() -> None:
+    relevant = replace(cand("rel", 1.0, background=20), line_coverage=0.5)
+    others = [replace(cand(c, 0.0, background=20), line_coverage=0.5) for c in ("x", "y", "z")]
+    result = fit([relevant, *others], budget=150)
+    assert result.views == {"rel": D}
+    assert result.background_ids and "rel" not in result.background_ids and result.total_tokens <= 150
 
 
-def test_folding_then_dropping() -> None:
-    candidates = [cand("new", 0.5, 1), cand("old", 0.5, 30), cand("older", 0.5, 50)]
-    folded = fit(candidates, budget=18)  # the newest keeps its Summary rather than all three becoming notes
-    assert (dict(folded.views), folded.background_ids, folded.dropped_ids) == ({"new": S}, ("old",), ("older",))
-    dropped = fit(candidates, budget=7)
-    assert dropped.background_ids == ("new",) and dropped.dropped_ids == ("old", "older")
-    assert dropped.total_tokens == 6 and not dropped.over_budget
+def test_an_excerpt_is_the_step_between_a_line_and_detail() -> None:
+    # a long page whose line holds little: its best-matching messages (40 tokens, two thirds of it) are the step
+    page = replace(cand("a", 1.0, detail=400, background=20), line_coverage=0.1,
+                   excerpts=(Excerpt(40, 0.6), Excerpt(90, 0.8)))
+    result = fit([page], budget=60)
+    assert (result.background_ids, dict(result.excerpts), result.total_tokens) == (("a",), {"a": 0}, 41)
+    assert dict(fit([page], budget=200).excerpts) == {"a": 1}
+    assert dict(fit([page], budget=1_000).views) == {"a": D} and not fit([page], budget=1_000).excerpts
+    # a step that no longer fits gives way to a smaller one: the first excerpt is skipped when the second is
+    # the better step but only the first fits
+    skipping = replace(page, excerpts=(Excerpt(60, 0.3), Excerpt(70, 0.9)))
+    assert dict(fit([skipping], budget=72).excerpts) == {"a": 1}
+    assert dict(fit([skipping], budget=65).excerpts) == {"a": 0}
 
 
-def test_a_summary_whole_on_its_line_is_folded_rather_than_shown_as_a_node() -> None:
-    # the node would repeat the line's text inside ~40 tokens of tags: under pressure the line is enough
+def test_detail_needs_the_content_at_hand() -> None:
+    far = replace(cand("a", 1.0, summary=50, background=20), detail=False)
+    assert fit([far], budget=10_000).views == {"a": S}
+    assert fit([replace(far, summary_on_line=True)], budget=10_000).background_ids == ("a",)
+
+
+def test_a_page_the_model_opened_keeps_its_view() -> None:
+    # pinned: the model asked for it; lines of the others would be worth more per token, but come after
+    opened = replace(cand("open", 0.0, background=20), pinned=True)
+    others = [replace(cand(c, 1.0, background=20), line_coverage=0.9) for c in ("x", "y")]
+    result = fit([opened, *others], budget=150)
+    assert dict(result.views) == {"open": D} and result.background_ids == ("x", "y")
+    # one whose line holds everything too
+    whole = replace(opened, content_on_line=True, summary_on_line=True)
+    assert dict(fit([whole], budget=150).views) == {"open": D}
+
+
+def test_a_summary_whole_on_its_line_is_never_a_summary_node() -> None:
     on_line = [Candidate(c, 0.5, NOW - timedelta(hours=h), 30, 40, S, 36, summary_on_line=True) for c, h in (("a", 2), ("b", 1))]
     result = fit_context(on_line, fixed_tokens=0, budget=100, now=NOW, background_overhead=0, day_overhead=0)
     assert (dict(result.views), result.background_ids, result.total_tokens) == ({}, ("a", "b"), 74)
-    # a node keeps its Summary when its summary is longer than its line
-    plain = [Candidate(c, 0.5, NOW - timedelta(hours=h), 30, 40, S, 36) for c, h in (("a", 2), ("b", 1))]
-    assert dict(fit_context(plain, fixed_tokens=0, budget=100, now=NOW, background_overhead=0, day_overhead=0).views) == {"b": S}
-    # a Detail request steps straight down to the line; and when everything fits, nothing is folded
-    detail = [Candidate("a", 0.5, NOW, 30, 400, D, 36, summary_on_line=True)]
-    assert fit_context(detail, fixed_tokens=0, budget=100, now=NOW, background_overhead=0, day_overhead=0).background_ids == ("a",)
-    assert dict(fit_context(on_line, fixed_tokens=0, budget=1_000, now=NOW).views) == {"a": S, "b": S}
+    # a summary longer than its line is a step of its own
+    plain = [Candidate(c, 0.5, NOW - timedelta(hours=h), 30, 40, S, 6) for c, h in (("a", 2), ("b", 1))]
+    assert dict(fit_context(plain, fixed_tokens=0, budget=84, now=NOW, background_overhead=0, day_overhead=0).views) == {"b": S}
 
 
-def test_a_page_whole_on_its_line_is_folded_rather_than_shown_in_detail() -> None:
-    # its line holds every message verbatim: under pressure a Detail node would only add its tags
+def test_a_page_whole_on_its_line_is_never_a_detail_node() -> None:
+    # its line holds every message verbatim: a Detail node would only add its tags
     whole = [Candidate(c, 0.9, NOW - timedelta(hours=h), 30, 40, D, 45, summary_on_line=True, content_on_line=True) for c, h in (("a", 2), ("b", 1))]
-    result = fit_context(whole, fixed_tokens=0, budget=100, now=NOW, background_overhead=0, day_overhead=0)
-    assert (dict(result.views), result.background_ids, result.total_tokens) == ({}, ("a", "b"), 92)
+    for budget in (100, 1_000):
+        result = fit_context(whole, fixed_tokens=0, budget=budget, now=NOW, background_overhead=0, day_overhead=0)
+        assert (dict(result.views), result.background_ids, result.total_tokens) == ({}, ("a", "b"), 92)
     # a line that holds only the summary leaves room for one Detail node, nothing else
-    summary_only = [replace(c, content_on_line=False) for c in whole]
+    summary_only = [replace(c, content_on_line=False, line_coverage=0.5) for c in whole]
     assert dict(fit_context(summary_only, fixed_tokens=0, budget=100, now=NOW, background_overhead=0, day_overhead=0).views) == {"b": D}
-    # when everything fits, the requested views stay
-    assert dict(fit_context(whole, fixed_tokens=0, budget=1_000, now=NOW).views) == {"a": D, "b": D}
 
 
 def test_background_envelope_is_counted_once() -> None:
-    result = fit_context([cand("a", view=S), cand("b", view=S)], fixed_tokens=0, budget=19, now=NOW,
+    result = fit_context([cand("a", view=S), cand("b", view=S, hours=0.5)], fixed_tokens=0, budget=19, now=NOW,
                          node_overhead=0, background_overhead=BACKGROUND_OVERHEAD, day_overhead=0)
-    # "b" (newer on the tie) keeps its Summary (10); "a" as a note would cost 6 + the envelope (10) = 26 > 19
+    # "b" (newer on the tie) takes its Summary (10); "a" as a line would cost 6 + the envelope (10) = 26 > 19
     assert (dict(result.views), result.background_ids, result.dropped_ids, result.total_tokens) == ({"b": S}, (), ("a",), 10)
 
 
 def test_lines_are_filed_under_one_date_line_per_day() -> None:
-    day = [cand(c, view=S, hours=h, background=20) for c, h in (("a", 3), ("b", 2), ("c", 1))]
-    everything = fit_context(day, fixed_tokens=0, budget=10_000, now=NOW, node_overhead=0, background_overhead=0)
-    assert everything.background_ids == ()  # nothing to fold: no date line either
+    day = [replace(cand(c, view=S, hours=h, background=20), detail=False) for c, h in (("a", 3), ("b", 2), ("c", 1))]
     folded = fit_context(day, fixed_tokens=0, budget=70, now=NOW, node_overhead=1_000, background_overhead=0)
     # three lines of 20 (+1 for the line break) and one date line for the three of them
     assert (folded.background_ids, folded.total_tokens) == (("a", "b", "c"), 3 * 21 + DAY_OVERHEAD)
@@ -136,11 +154,12 @@ def test_lines_are_filed_under_one_date_line_per_day() -> None:
     assert (len(again.background_ids), again.total_tokens) == (3, 3 * 21 + DAY_OVERHEAD)
 
 
-def test_unpacked_steps_down_to_detail_only_when_smaller() -> None:
-    small_detail = cand("a", unpacked=300, detail=100, view=U)
-    result = fit([small_detail], budget=150)
-    assert dict(result.views) == {"a": D}
-    big_detail = cand("b", unpacked=300, detail=400, view=U)
+def test_unpacked_is_offered_only_when_asked_and_steps_down_to_detail_only_when_smaller() -> None:
+    small_detail = replace(cand("a", unpacked=300, detail=100, view=U), pinned=True)
+    assert dict(fit([small_detail], budget=150).views) == {"a": D}
+    assert dict(fit([small_detail], budget=1_000).views) == {"a": U}
+    assert dict(fit([replace(small_detail, view=D, unpacked_tokens=None)], budget=1_000).views) == {"a": D}
+    big_detail = replace(cand("b", unpacked=300, detail=400, view=U), pinned=True)
     result = fit([big_detail], budget=150)
     assert dict(result.views) == {"b": S}
     assert result.demotions[0].before is Level.UNPACKED and result.demotions[0].after is Level.SUMMARY
@@ -183,9 +202,6 @@ def test_naive_timestamps_are_utc() -> None:
 
 # --- properties -------------------------------------------------------------------------------------------------
 
-_levels = {U: 0, D: 1, S: 2}
-
-
 @st.composite
 def candidates(draw: st.DrawFn) -> list[Candidate]:
     count = draw(st.integers(min_value=0, max_value=10))
@@ -204,6 +220,13 @@ def candidates(draw: st.DrawFn) -> list[Candidate]:
                 draw(st.integers(min_value=0, max_value=5_000)) if view is U else None,
                 draw(st.booleans()),
                 draw(st.booleans()),
+                excerpts=tuple(
+                    Excerpt(draw(st.integers(min_value=0, max_value=500)), draw(st.floats(min_value=0, max_value=1)))
+                    for _ in range(draw(st.integers(min_value=0, max_value=3)))
+                ),
+                line_coverage=draw(st.one_of(st.none(), st.floats(min_value=0, max_value=1))),
+                pinned=draw(st.booleans()),
+                detail=draw(st.booleans()),
             )
         )
     return found
@@ -216,7 +239,10 @@ def estimate(result: FitResult, cands: list[Candidate], fixed: int) -> int:
         return {S: c.summary_tokens, D: c.detail_tokens, U: c.unpacked_tokens or 0}[view]
 
     nodes = sum(size(by_id[i], v) + NODE_OVERHEAD for i, v in result.views.items())
-    folded = sum(by_id[i].background_tokens + 1 for i in result.background_ids)
+    folded = sum(
+        (by_id[i].excerpts[result.excerpts[i]].tokens if i in result.excerpts else by_id[i].background_tokens) + 1
+        for i in result.background_ids
+    )
     days = {by_id[i].day for i in result.background_ids}
     return fixed + nodes + folded + (BACKGROUND_OVERHEAD if result.background_ids else 0) + DAY_OVERHEAD * len(days)
 
@@ -239,9 +265,13 @@ def test_never_over_budget_when_the_budget_can_be_met(
         assert result.total_tokens <= limit
     placed = list(result.views) + list(result.background_ids) + list(result.dropped_ids)
     assert sorted(placed) == sorted(c.id for c in cands)
+    assert set(result.excerpts) <= set(result.background_ids)
     for c in cands:
-        if c.id in result.views:
-            assert _levels[result.views[c.id]] >= _levels[c.view]  # never promoted
+        view = result.views.get(c.id)
+        if view is U:
+            assert c.view is U  # Unpacked only when asked for
+        if view is D and not c.pinned:
+            assert c.detail and not c.content_on_line  # Detail only with the content at hand, and when it adds
 
 
 # --- the real rendering -----------------------------------------------------------------------------------------

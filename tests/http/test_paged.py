@@ -315,7 +315,10 @@ def test_logical_time_sets_current_time_and_page_timestamps(paged: GatewayProces
     root = _xml(upstream.chat_requests[-1])
     clock = root.find("Static_Registry").find("ST-Node")
     assert clock.get("id") == "CURRENT_TIME" and clock.get("value") == "2023-05-08T13:56:00Z"
-    assert {n.get("timestamp") for n in root.iter("Node")} == {"2023-05-08T13:56:00Z"}
+    # the pages sealed by this request carry its time: as nodes, or filed under its date as lines
+    assert {n.get("timestamp") for n in root.iter("Node")} <= {"2023-05-08T13:56:00Z"}
+    headings = [line for line in (root.findtext("Background_Context") or "").splitlines() if line.endswith(":")]
+    assert headings in ([], ["2023-05-08:"]) and (headings or list(root.iter("Node")))
     bad = httpx.post(paged.base_url + "/chat/completions", json={"model": "fake-model", "messages": [{"role": "user", "content": "x"}]}, headers={"X-PCP-Time": "yesterday"})
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "X-PCP-Time"
 
@@ -357,7 +360,8 @@ def test_after_max_rounds_the_model_must_answer_without_zoom_tools(paged: Gatewa
         tools = {t["function"]["name"] for t in (recorded.body or {}).get("tools", [])}
         if "pcp_consult" not in tools:
             return Reply(content="Forced answer.")
-        target = _node_ids(_xml(recorded))[0]
+        root = _xml(recorded)
+        target = (_node_ids(root) + _folded_ids(root))[0]
         return Reply(content=None, tool_calls=[ToolCall("pcp_consult", json.dumps({"reason": "again", "ids": [target]}))])
 
     upstream.script(*[always_consult] * 4)

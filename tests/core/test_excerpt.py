@@ -1,0 +1,88 @@
+from __future__ import annotations
+
+from gateway.core.excerpt import ELLIPSIS, UNIT_TOKENS, excerpt_options, line_coverage, render_excerpt, units_of
+from gateway.core.lexical import idf_weights, terms
+from gateway.core.tokens import TokenCounter
+
+COUNT = TokenCounter().count
+
+BURST = "\n".join(
+    [
+        "user: hey there",
+        "user: I went hiking at Mount Rainier yesterday. It was great.",
+        "user: how are you",
+        "assistant: good! I painted a sunset.",
+        "assistant: also adopted a dog named Max",
+    ]
+)
+
+
+def weights(query: str) -> dict[str, float]:
+    return {term: 1.0 for term in terms(query)}
+
+
+def test_a_short_message_is_one_unit_with_its_speaker() -> None:
+    units = units_of(BURST, COUNT)
+    assert [u.text for u in units] == BURST.split("\n")
+    assert all(u.first and u.joiner == "\n" for u in units)
+    assert [u.speaker for u in units] == ["user:"] * 3 + ["assistant:"] * 2
+    multi = units_of("user: line one\nline two\nassistant → tool call f({})\ntool f result: 42", COUNT)
+    assert [u.text for u in multi] == ["user: line one\nline two", "assistant → tool call f({})", "tool f result: 42"]
+
+
+def test_a_long_message_is_split_into_lines_and_a_long_line_into_sentences() -> None:
+    long_line = " ".join(f"Sentence {i} is about topic{i}." for i in range(80))
+    content = f"user: which boots?\nassistant: {long_line}\nBoots for hiking are best.\nThe end."
+    units = units_of(content, COUNT)
+    assert units[0].text == "user: which boots?" and units[0].tokens <= UNIT_TOKENS
+    reply = [u for u in units if u.message == 1]
+    assert reply[0].first and reply[0].text.startswith("assistant: Sentence 0") and all(not u.first for u in reply[1:])
+    assert "".join(u.joiner + u.text for u in reply).lstrip("\n") == content.split("\n", 1)[1]  # verbatim, in order
+    assert all(u.tokens <= UNIT_TOKENS for u in units)
+
+
+def test_an_excerpt_keeps_the_matching_messages_verbatim_and_marks_what_was_left_out() -> None:
+    units = units_of(BURST, COUNT)
+    options = excerpt_options(units, weights("Where did she go hiking? Which dog?"), COUNT)
+    assert [o.chosen for o in options] == [(1,), (1, 4)]  # nested, best first; never all of the page
+    assert options[0].text == f"{ELLIPSIS}\n{BURST.split(chr(10))[1]}\n{ELLIPSIS}"
+    assert options[1].text.endswith("assistant: also adopted a dog named Max")
+    assert options[0].tokens == COUNT(options[0].text)
+    assert 0 < options[0].coverage < options[1].coverage < 1
+    assert excerpt_options(units, weights("quantum chromodynamics"), COUNT) == ()
+    assert excerpt_options(units_of("user: hiking", COUNT), weights("hiking"), COUNT) == ()
+
+
+def test_a_unit_from_inside_a_message_says_who_said_it() -> None:
+    long_line = " ".join(f"Sentence {i} is about topic{i}." for i in range(80))
+    units = units_of(f"user: which boots?\nassistant: {long_line}\nBoots for hiking are best.\nThe end.", COUNT)
+    matching = [i for i, u in enumerate(units) if "topic7." in u.text or "Boots" in u.text]
+    text = render_excerpt(units, matching)
+    assert text == f"{ELLIPSIS}\nassistant: {ELLIPSIS} Sentence 7 is about topic7. {ELLIPSIS} Boots for hiking are best. {ELLIPSIS}"
+    assert render_excerpt(units, [0, 1, 2]).startswith("user: which boots?\nassistant: Sentence 0 is about topic0. Sentence 1")
+    assert render_excerpt(units, []) == ""
+
+
+def test_coverage_follows_the_query_only_as_far_as_the_page_matches_it() -> None:
+    units = units_of(BURST, COUNT)
+    # the page holds all of the query: the matching message is most of its worth
+    strong = excerpt_options(units, weights("hiking Rainier"), COUNT)[0].coverage
+    # the page shares one word of four with the query: the message holding it is worth about its size
+    weak = excerpt_options(units, weights("hiking boots glacier crampons"), COUNT)[0].coverage
+    size = units[1].tokens / sum(u.tokens for u in units)
+    assert strong > 0.8 and size < weak < strong
+
+
+def test_line_coverage_counts_the_units_the_line_quotes() -> None:
+    units = units_of(BURST, COUNT)
+    line = "[a1b2c3d4e5] User: hey there I went hiking at Mount Rainier yesterday. It was great. how are you …"
+    covered = line_coverage(units, weights("hiking"), line)
+    assert covered == 1.0  # the page holds the whole query, and the line holds the message that matches
+    assert line_coverage(units, weights("hiking"), "[a1b2c3d4e5] User: hey there …") == 0.0
+    assert line_coverage(units, {}, line) == sum(u.tokens for u in units[:3]) / sum(u.tokens for u in units)
+
+
+def test_idf_weights_ignore_terms_no_page_has() -> None:
+    documents = [{"hike": 1}, {"hike": 2, "dog": 1}, {"cat": 1}]
+    found = idf_weights(["hike", "dog", "unicorn", "hike"], documents)
+    assert set(found) == {"hike", "dog"} and found["dog"] > found["hike"] > 0
