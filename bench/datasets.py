@@ -83,7 +83,7 @@ class Dataset:
     title: str
     conversations: list[Conversation]
     categories: tuple[str, ...]
-    skipped: str  # what was left out of recall, for the report
+    note: str  # which questions count, for the report
 
 
 # --- LoCoMo ------------------------------------------------------------------------------------------------
@@ -159,9 +159,8 @@ def load_locomo(path: Path = LOCOMO_DATA) -> Dataset:
                                       LOCOMO_CATEGORIES[int(qa["category"])], ids))
         convs.append(Conversation(sample["sample_id"], sessions, questions, evidence,
                                   sessions[-1][0] + timedelta(days=1), skipped))
-    skipped_n = sum(c.skipped_questions for c in convs)
     return Dataset("locomo", "LoCoMo", convs, tuple(LOCOMO_CATEGORIES.values()),
-                   f"{skipped_n} without usable evidence skipped; category 5 (adversarial) excluded")
+                   "categories 1–4; category 5 (adversarial) excluded")
 
 
 # --- the messaging variant ---------------------------------------------------------------------------------
@@ -211,7 +210,7 @@ def to_messaging(locomo: Dataset) -> Dataset:
             sessions.append((when, messages))
         convs.append(Conversation(conv.id, sessions, conv.questions, evidence, conv.question_time,
                                   conv.skipped_questions))
-    return Dataset("messaging", "Messaging variant of LoCoMo", convs, locomo.categories, locomo.skipped)
+    return Dataset("messaging", "Messaging variant of LoCoMo", convs, locomo.categories, locomo.note)
 
 
 # --- LongMemEval_S -----------------------------------------------------------------------------------------
@@ -277,7 +276,7 @@ def load_longmemeval(path: Path = LONGMEMEVAL_DATA, questions: int | None = None
     with lzma.open(path, "rt", encoding="utf-8") as fh:
         items = json.load(fh)
     chosen = select_questions(items, questions)
-    left_out = len(items) - len([it for it in select_questions(items, None)])
+    left_out = len(items) - len(select_questions(items, None))
     convs = [longmemeval_conversation(it) for it in chosen]
     return Dataset("longmemeval", "LongMemEval_S development questions", convs, LONGMEMEVAL_CATEGORIES,
                    f"{left_out} abstention / no-evidence question(s) of {len(items)} left out"

@@ -44,7 +44,8 @@ if str(ROOT) not in sys.path:
 from bench.baselines import COUNTER, Baselines, Outcome, content_text, judge  # noqa: E402
 from bench.datasets import (LOCOMO_DATA, LONGMEMEVAL_DATA, Conversation, Dataset, Turn,  # noqa: E402
                             load_locomo, load_longmemeval, to_messaging)
-from bench.recall_report import CHUNKS, CHUNKS_WITHIN, GATEWAY, RECENT, GatewayStats, section, summary_row, write_docs  # noqa: E402
+from bench.recall_report import (CHUNKS, CHUNKS_WITHIN, GATEWAY, RECENT, GatewayStats, section,  # noqa: E402
+                                 summary_row, write_docs)
 
 DOCS = ROOT / "docs" / "benchmarks.md"
 MODEL = "fake-model"
@@ -140,7 +141,8 @@ class Replayer:
         thread = f"{self.prefix}-{conv.id}"
         deadline = time.monotonic() + PENDING_WAIT_S
         while True:
-            r = self.client.get(f"{self.gw.root_url}/pcp/threads/{thread}", headers=self.headers(conv, conv.question_time))
+            r = self.client.get(f"{self.gw.root_url}/pcp/threads/{thread}",
+                                headers=self.headers(conv, conv.question_time))
             if r.status_code != 200:
                 self.stats.pending_endpoint = f"HTTP {r.status_code} (no wait)"
                 return
@@ -189,18 +191,19 @@ def run_gateway(data: Dataset, budgets: Sequence[int], stack: ExitStack, pcp: Ma
     for ci, conv in enumerate(data.conversations, 1):
         t0 = time.perf_counter()
         rep.replay(conv)
-        rep.wait_pending(conv)
-        replay_s = time.perf_counter() - t0
         t1 = time.perf_counter()
+        rep.wait_pending(conv)
+        t2 = time.perf_counter()
         outcomes += rep.ask(conv, budgets, baselines[conv.id])
-        questions_s = time.perf_counter() - t1
-        rep.stats.replay_s += replay_s
-        rep.stats.questions_s += questions_s
+        t3 = time.perf_counter()
+        rep.stats.replay_s += t2 - t0
+        rep.stats.wait_s += t2 - t1
+        rep.stats.questions_s += t3 - t2
         done = len(outcomes)
-        rate = rep.stats.questions_s / max(done, 1)
         log(f"[{data.name} {ci}/{len(data.conversations)}] {conv.id}: {len(conv.sessions)} sessions, "
-            f"{len(conv.turns)} messages replayed in {replay_s:.1f}s; {len(conv.questions) * len(budgets)} question "
-            f"requests in {questions_s:.1f}s; {done}/{total} done, {rate * 1000:.0f} ms/request")
+            f"{len(conv.turns)} messages replayed in {t1 - t0:.1f}s + {t2 - t1:.1f}s waiting for background work; "
+            f"{len(conv.questions) * len(budgets)} question requests in {t3 - t2:.1f}s; {done}/{total} done, "
+            f"{rep.stats.questions_s / max(done, 1) * 1000:.0f} ms/request")
     return outcomes, rep.stats
 
 
@@ -257,7 +260,8 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
     parser.add_argument("--dataset", default=",".join(SHAPES), help=f"comma-separated, of {', '.join(SHAPES)}")
     parser.add_argument("--conversations", type=int, default=None, help="the first N LoCoMo conversations")
     parser.add_argument("--questions", type=int, default=None,
-                        help="at most N questions per LoCoMo conversation; N LongMemEval questions (seeded, stratified)")
+                        help="at most N questions per LoCoMo conversation; N LongMemEval questions "
+                        "(a seeded subset, stratified by type)")
     parser.add_argument("--budgets", default="1000,2000,4000", help="comma-separated token budgets")
     parser.add_argument("--no-gateway", action="store_true", help="baselines only")
     parser.add_argument("--write-docs", action="store_true", help="replace the shapes' sections of --docs")

@@ -37,7 +37,8 @@ SUMMARY_HEAD = ("| shape | questions | gateway @1k / @2k / @4k | BM25 chunks | B
 
 @dataclass
 class GatewayStats:
-    replay_s: float = 0.0
+    replay_s: float = 0.0  # requests and the wait for background work
+    wait_s: float = 0.0  # the wait alone
     questions_s: float = 0.0
     router_ms: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     header_seen: int = 0
@@ -144,11 +145,11 @@ def fit_lines(outs: Sequence[Outcome], stats: GatewayStats, budgets: Sequence[in
         lines.append(f"  - questions at B = {budget}: {len(fit)} of {sum(o.budget == budget for o in outs)} fit"
                      + (f"; mean sent {mean(o.tokens for o in fit):.0f} vs raw {mean(o.raw_tokens for o in fit):.0f}"
                         f"; sent > raw: **{sum(o.tokens > o.raw_tokens for o in fit)}**" if fit else ""))
-    fit = stats.replay_fit
-    lines.append(f"  - replay requests at the configured B = {stats.replay_budget}: {len(fit)} of "
+    pairs = stats.replay_fit
+    lines.append(f"  - replay requests at the configured B = {stats.replay_budget}: {len(pairs)} of "
                  f"{stats.replay_requests} fit"
-                 + (f"; mean sent {mean(s for s, _ in fit):.0f} vs raw {mean(r for _, r in fit):.0f}; "
-                    f"sent > raw: **{sum(s > r for s, r in fit)}**" if fit else ""))
+                 + (f"; mean sent {mean(s for s, _ in pairs):.0f} vs raw {mean(r for _, r in pairs):.0f}; "
+                    f"sent > raw: **{sum(s > r for s, r in pairs)}**" if pairs else ""))
     return lines
 
 
@@ -184,7 +185,8 @@ def gateway_lines(outs: Sequence[Outcome], stats: GatewayStats, convs: Mapping[s
     over = "; ".join(f"{key}: {stats.header_over[key]} by header, {stats.measured_over[key]} by our count"
                      for key in [*(f"B = {b}" for b in budgets), "replay"])
     return [
-        f"- wall time: replay {stats.replay_s:.1f} s, questions {stats.questions_s:.1f} s "
+        f"- wall time: replay {stats.replay_s:.1f} s (of which {stats.wait_s:.1f} s waiting for background work), "
+        f"questions {stats.questions_s:.1f} s "
         f"({stats.questions_s / max(n_q, 1) * 1000:.0f} ms per question request); {stats.requests} requests, "
         f"{len(stats.errors)} errors, {stats.no_upstream} without an upstream call",
         f"- requests over budget (`x-pcp-prompt-tokens` > B, and our own count of the received messages > B; "
@@ -214,10 +216,11 @@ def shape_line(data: Dataset) -> str:
                 runs.append(1)
             prev = t.role
     n_q = sum(len(c.questions) for c in data.conversations)
-    return (f"Data: {len(data.conversations)} conversation(s), {len(turns)} messages, {n_q} questions "
-            f"({data.skipped}). Runs of consecutive messages of one role: mean {mean(runs):.1f}, "
-            f"p90 {percentile(runs, .9):.0f}, max {max(runs, default=0)}; runs of 3 or more: "
-            f"{sum(r >= 3 for r in runs) / max(len(runs), 1):.0%}.")
+    skipped = sum(c.skipped_questions for c in data.conversations)
+    note = data.note + (f"; {skipped} without usable evidence skipped" if skipped else "")
+    return (f"Data: {len(data.conversations)} conversation(s), {len(turns)} messages, {n_q} questions ({note}). "
+            f"Runs of consecutive messages of one role: mean {mean(runs):.1f}, p90 {percentile(runs, .9):.0f}, "
+            f"max {max(runs, default=0)}; runs of 3 or more: {sum(r >= 3 for r in runs) / max(len(runs), 1):.0%}.")
 
 
 def section(data: Dataset, budgets: Sequence[int], results: Mapping[str, list[Outcome]],
@@ -250,7 +253,8 @@ def summary_row(data: Dataset, budgets: Sequence[int], results: Mapping[str, lis
 
     n_q = sum(len(c.questions) for c in data.conversations)
     over = over_text(stats) if stats else "—"
-    return f"| {data.title} | {n_q} | {triple(GATEWAY)} | {triple(CHUNKS)} | {triple(CHUNKS_WITHIN)} | {triple(RECENT)} | {over} | {when} |"
+    return (f"| {data.title} | {n_q} | {triple(GATEWAY)} | {triple(CHUNKS)} | {triple(CHUNKS_WITHIN)} | "
+            f"{triple(RECENT)} | {over} | {when} |")
 
 
 def replace_between(text: str, markers: tuple[str, str], body: str) -> str | None:
