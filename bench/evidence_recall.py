@@ -111,6 +111,7 @@ class Replayer:
             self.stats.header_over[key] += int(header) > budget
             self.stats.header_mismatch += abs(int(header) - sent) > 2
         self.stats.measured_over[key] += sent > budget
+        self.stats.flagged_over[key] += resp.headers.get("x-pcp-over-budget") == "true"
 
     def headers(self, conv: Conversation, when: datetime) -> dict[str, str]:
         return {"Authorization": f"Bearer sk-{self.prefix}-{conv.id}", "X-PCP-Thread": f"{self.prefix}-{conv.id}",

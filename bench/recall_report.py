@@ -32,7 +32,8 @@ SECTION_MARKERS = {
     "longmemeval": ("<!-- evidence-recall-longmemeval:begin -->", "<!-- evidence-recall-longmemeval:end -->"),
 }
 SUMMARY_HEAD = ("| shape | questions | gateway @1k / @2k / @4k | BM25 chunks | BM25 chunks ≤256 | recent turns | "
-                "over budget (header / own count) | run |", "|---|---:|---|---|---|---|---|---|")
+                "over budget (header / own count) | router ms p50 | requests that fit B: mean sent / raw "
+                "(sent > raw) | run |", "|---|---:|---|---|---|---|---|---:|---|---|")
 
 
 @dataclass
@@ -45,6 +46,7 @@ class GatewayStats:
     # "<B>" for question requests, "replay" for replay requests (at replay_budget)
     header_over: Counter[str] = field(default_factory=Counter)  # x-pcp-prompt-tokens > B
     measured_over: Counter[str] = field(default_factory=Counter)  # our count of the received messages > B
+    flagged_over: Counter[str] = field(default_factory=Counter)  # x-pcp-over-budget: true (the client's own parts)
     header_mismatch: int = 0  # |x-pcp-prompt-tokens - our count| > 2
     errors: list[str] = field(default_factory=list)
     pending_endpoint: str = "not tried"
@@ -182,15 +184,15 @@ def over_text(stats: GatewayStats) -> str:
 def gateway_lines(outs: Sequence[Outcome], stats: GatewayStats, convs: Mapping[str, Conversation],
                   budgets: Sequence[int]) -> list[str]:
     n_q = len(outs)
-    over = "; ".join(f"{key}: {stats.header_over[key]} by header, {stats.measured_over[key]} by our count"
+    over = "; ".join(f"{key}: {stats.header_over[key]} / {stats.measured_over[key]} / {stats.flagged_over[key]}"
                      for key in [*(f"B = {b}" for b in budgets), "replay"])
     return [
         f"- wall time: replay {stats.replay_s:.1f} s (of which {stats.wait_s:.1f} s waiting for background work), "
         f"questions {stats.questions_s:.1f} s "
         f"({stats.questions_s / max(n_q, 1) * 1000:.0f} ms per question request); {stats.requests} requests, "
         f"{len(stats.errors)} errors, {stats.no_upstream} without an upstream call",
-        f"- requests over budget (`x-pcp-prompt-tokens` > B, and our own count of the received messages > B; "
-        f"replay requests at B = {stats.replay_budget}): {over} "
+        f"- requests over budget (`x-pcp-prompt-tokens` > B / our own count of the received messages > B / "
+        f"flagged `x-pcp-over-budget: true`; replay requests at B = {stats.replay_budget}): {over} "
         f"({stats.header_seen} responses carried the header)",
         "- requests whose raw form fits the budget (history + question as messages, cl100k): tokens the upstream "
         "received vs. the raw size",
@@ -252,9 +254,17 @@ def summary_row(data: Dataset, budgets: Sequence[int], results: Mapping[str, lis
         return " / ".join(fmt(recall_at(outs, b)) for b in budgets) if outs else "not run"
 
     n_q = sum(len(c.questions) for c in data.conversations)
-    over = over_text(stats) if stats else "—"
+    over, router, fits = "—", "—", "—"
+    if stats is not None:
+        over = over_text(stats)
+        every = [ms for xs in stats.router_ms.values() for ms in xs]
+        router = f"{percentile(every, .5):.1f}" if every else "n/a"
+        pairs = [*stats.replay_fit, *((o.tokens, o.raw_tokens) for o in results.get(GATEWAY, [])
+                                      if o.raw_tokens and o.raw_tokens <= o.budget)]
+        fits = (f"{mean(s for s, _ in pairs):.0f} / {mean(r for _, r in pairs):.0f} ({sum(s > r for s, r in pairs)} "
+                f"of {len(pairs)})") if pairs else "none fit"
     return (f"| {data.title} | {n_q} | {triple(GATEWAY)} | {triple(CHUNKS)} | {triple(CHUNKS_WITHIN)} | "
-            f"{triple(RECENT)} | {over} | {when} |")
+            f"{triple(RECENT)} | {over} | {router} | {fits} | {when} |")
 
 
 def replace_between(text: str, markers: tuple[str, str], body: str) -> str | None:
