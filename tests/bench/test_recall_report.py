@@ -1,0 +1,43 @@
+"""--write-docs: each shape's marked section and its summary row are replaced, everything else is kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.recall_report import SECTION_MARKERS, SUMMARY_HEAD, SUMMARY_MARKERS, write_docs
+
+ORDER = ("LoCoMo", "Messaging variant of LoCoMo", "LongMemEval_S development questions")
+
+
+def _doc() -> str:
+    s_begin, s_end = SUMMARY_MARKERS
+    parts = ["# Benchmarks", s_begin, *SUMMARY_HEAD, "| LoCoMo | 1 | old | old | old | old | 0 / 0 | then |",
+             "| LongMemEval_S development questions | 2 | lme | lme | lme | lme | 0 / 0 | then |", s_end, "prose"]
+    for name, (begin, end) in SECTION_MARKERS.items():
+        parts += [f"## {name}", begin, f"old {name} results", end, f"notes on {name}"]
+    return "\n".join(parts) + "\n"
+
+
+def test_write_docs_replaces_only_the_shapes_run(tmp_path: Path) -> None:
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text(_doc(), encoding="utf-8")
+    row = "| Messaging variant of LoCoMo | 3 | new | new | new | new | 0 / 0 | now |"
+    write_docs(doc, {"messaging": "new messaging results"}, {"Messaging variant of LoCoMo": row}, ORDER)
+    text = doc.read_text(encoding="utf-8")
+    assert "new messaging results" in text and "old messaging results" not in text
+    assert "old locomo results" in text and "old longmemeval results" in text
+    assert "notes on messaging" in text and "prose" in text
+    summary = text.split(SUMMARY_MARKERS[0])[1].split(SUMMARY_MARKERS[1])[0].strip().splitlines()
+    assert summary[:2] == list(SUMMARY_HEAD)
+    assert [line.split("|")[1].strip() for line in summary[2:]] == list(ORDER)
+    assert summary[3] == row
+
+
+def test_write_docs_refuses_a_file_without_the_markers(tmp_path: Path) -> None:
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text("# Benchmarks\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="not found"):
+        write_docs(doc, {"locomo": "results"}, {}, ORDER)
+    assert doc.read_text(encoding="utf-8") == "# Benchmarks\n"
