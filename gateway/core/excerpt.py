@@ -150,7 +150,7 @@ def _coverage(scores: Sequence[float], strength: float, units: Sequence[Unit], i
     by_tokens = sum(units[i].tokens for i in inside) / total_tokens if total_tokens else 0.0
     total = sum(scores)
     by_match = sum(scores[i] for i in inside) / total if total > 0 else 0.0
-    return strength * by_match + (1.0 - strength) * by_tokens
+    return min(max(strength * by_match + (1.0 - strength) * by_tokens, 0.0), 1.0)  # sums of floats may overshoot
 
 
 def excerpt_options(

@@ -46,6 +46,7 @@ from gateway.core import (
     page_id,
     render_context,
     shelve_schema,
+    system_instructions,
     view_of,
 )
 from gateway.core.rounds import ZoomNames
@@ -62,6 +63,7 @@ CONTAINER_SHARE = 0.25  # a laid-open container's relevance: this share of its b
 # The exchanges before the last stay verbatim messages while the recent ones take at most this share of the
 # budget; longer ones (a burst of messages, a long code reply) are paged like the rest. The last stays whole.
 RECENT_SHARE = 0.25
+SKELETON_TOKENS = 65  # the PagedContext's tags and clock around the instructions and the query (cl100k, measured)
 UNIT_CACHE = 4096  # pages whose excerpt units are kept in memory (content is immutable: never stale)
 
 
@@ -237,7 +239,8 @@ class ContextBuilder:
         blocks = [split.blocks[i] for i in keep]
         ids, added = await self.ingest(thread, blocks, now, [split.ids[i] for i in keep])
         counter = self._counter_for(model)
-        cut = self._verbatim_from(blocks, budget, counter)
+        query = _query(split.tail)
+        cut = self._verbatim_from(blocks, budget, counter, [*split.system, *split.tail], query)
         recent_ids = set(ids[cut:])
         pool = [i for i in dict.fromkeys(ids[:cut]) if i not in recent_ids]
         tree, manifests = await self._tree(thread, pool, set(ids))
@@ -247,7 +250,6 @@ class ContextBuilder:
         # not opened are laid open
         flow, folded = _open_folded(tree, state)
 
-        query = _query(split.tail)
         started = time.perf_counter()
         relevance, requested, match_text = await self._select(thread, query, ids, flow, folded, manifests, state)
         router_ms = (time.perf_counter() - started) * 1000
@@ -394,14 +396,21 @@ class ContextBuilder:
             detail=full,
         )
 
-    def _verbatim_from(self, blocks: Sequence[Block], budget: int, counter: TokenCounter) -> int:
-        """Where the verbatim recent exchanges begin: the last `pcp.recent_turns` blocks, while they take at most
-        RECENT_SHARE of the budget; else only the last one (the exchange the live turn follows stays whole)."""
+    def _verbatim_from(
+        self, blocks: Sequence[Block], budget: int, counter: TokenCounter, client: Sequence[Mapping[str, Any]], query: str
+    ) -> int:
+        """Where the verbatim recent exchanges begin: the last `pcp.recent_turns` blocks while they take at most
+        RECENT_SHARE of the budget, else only the last one (the exchange the live turn follows stays whole) —
+        unless even that one would not fit next to the client's own parts (`client`) and the instructions: then
+        it is paged too, since history must fit the budget."""
         first = max(len(blocks) - self._settings.recent_turns, 0)
-        if len(blocks) - first <= 1:
+        if first == len(blocks):
             return first
-        recent = counter.count_messages([m for block in blocks[first:] for m in block.messages])
-        return first if recent <= RECENT_SHARE * budget else len(blocks) - 1
+        sizes = [counter.count_messages(block.messages) for block in blocks[first:]]
+        if len(sizes) > 1 and sum(sizes) > RECENT_SHARE * budget:
+            first, sizes = len(blocks) - 1, sizes[-1:]
+        skeleton = counter.count_messages(client) + counter.count(system_instructions()) + SKELETON_TOKENS + counter.count(query)
+        return first if skeleton + sum(sizes) <= budget else len(blocks)
 
     def _shortlist(self, flow: PageTree, relevance: Mapping[str, float], folded: Mapping[str, tuple[str, ...]]) -> set[str]:
         """The `pcp.shortlist` best-matching top-level pages: they may be excerpted or shown in Detail."""

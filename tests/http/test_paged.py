@@ -396,3 +396,44 @@ def test_the_budget_can_be_set_per_request(paged: GatewayProcess, upstream: Fake
     assert float(narrow.headers["x-pcp-router-ms"]) >= 0
     bad = httpx.post(paged.base_url + "/chat/completions", json={"model": "fake-model", "messages": messages}, headers={"X-PCP-Budget": "lots"})
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "X-PCP-Budget"
+
+
+def _burst(i: int, topic: str, lines: int) -> list[dict[str, Any]]:
+    """One exchange sent as bursts: many short user messages, then many assistant messages."""
+    asks = [{"role": "user", "content": f"msg {i}.{k}: thinking about {topic} again, detail number {k} of many"} for k in range(lines)]
+    replies = [{"role": "assistant", "content": f"reply {i}.{k}: on {topic}, point {k} to keep in mind"} for k in range(lines)]
+    return [*asks, *replies]
+
+
+def test_long_recent_exchanges_are_paged_and_the_budget_holds(paged: GatewayProcess, upstream: FakeUpstream) -> None:
+    # the exchange before the last is a long paste and a long code reply: kept verbatim, it alone would take
+    # most of the budget
+    paste = "\n".join(f"line {k}: violin bows need rosin, setting {k}" for k in range(60))
+    code = "\n".join(f"    bow_{k} = tune(rosin={k})" for k in range(60))
+    last = [{"role": "user", "content": "And kayak paddles?"}, {"role": "assistant", "content": "Feather them at 45 degrees."}]
+    messages = [*conversation(10), {"role": "user", "content": paste}, {"role": "assistant", "content": f"Here:\n{code}"}, *last]
+    question = "Which setting did I give for violin bows rosin 17?"
+    raw = _client(paged, _thread()).chat.completions.with_raw_response.create(model="fake-model", messages=_ask(messages, question))  # type: ignore[arg-type]
+    sent = upstream.chat_requests[-1].body
+    assert sent is not None
+    assert TokenCounter().count_messages(sent["messages"]) <= BUDGET and int(raw.headers["x-pcp-prompt-tokens"]) <= BUDGET
+    assert [m["content"] for m in sent["messages"][1:]] == [m["content"] for m in last] + [question]  # the last whole
+    # the one before it is paged, and the line that matches is there verbatim
+    root = _xml(upstream.chat_requests[-1])
+    shown = (root.findtext("Background_Context") or "") + "".join(n.findtext("Content") or "" for n in root.iter("Node"))
+    assert "line 17: violin bows need rosin, setting 17" in shown
+
+
+def test_an_excerpt_shows_the_matching_messages_of_a_long_page_verbatim(paged: GatewayProcess, upstream: FakeUpstream) -> None:
+    # one old exchange of 30 short messages holds the fact; the budget cannot show it whole next to the rest
+    fact = "msg 0.17: the spare key is under the blue flowerpot by the shed"
+    burst = _burst(0, "garden chores", 30)
+    burst[17] = {"role": "user", "content": fact}
+    messages = [{"role": "system", "content": "You are a helpful assistant."}, *burst, *conversation(30)[1:]]
+    _client(paged, _thread(), **{"X-PCP-Budget": "900"}).chat.completions.create(model="fake-model", messages=_ask(messages, "Where is the spare key, the flowerpot?"))  # type: ignore[arg-type]
+    root = _xml(upstream.chat_requests[-1])
+    background = root.findtext("Background_Context") or ""
+    entry = next(e for e in re.split(r"\n(?=\[[0-9a-f]+\] )", background) if fact in e)
+    assert "…" in entry  # partial, and says so
+    assert "msg 0.3:" not in entry  # the messages that do not match are left out
+    assert not any(n.get("view") == "Detail" and fact in (n.findtext("Content") or "") for n in root.iter("Node"))
