@@ -47,6 +47,7 @@ from gateway.core import (
 from gateway.core.rounds import ZoomNames
 from gateway.errors import ContextLengthExceeded, InvalidRequest
 from gateway.core.lexical import term_counts
+from gateway.core.scaffolding import compile_pins, scaffolding_blocks
 from gateway.service.router import Router
 from gateway.service.split_cache import SplitCache
 
@@ -149,6 +150,15 @@ class ContextBuilder:
         self._window_for = window_for
         self._ingest_counter = TokenCounter()
         self._splits = SplitCache()
+        self._pins = compile_pins(settings.pin)
+        self._preamble = compile_pins(settings.pin_preamble)
+
+    def conversation(self, blocks: Sequence[Block], scaffold: frozenset[int] | None = None) -> list[int]:
+        """Positions of the blocks that are conversation, the ones paged: not the client's scaffolding (found
+        with the config's pins unless given), not a `/save` command."""
+        if scaffold is None:
+            scaffold = scaffolding_blocks(blocks, self._pins, self._preamble)
+        return [i for i, b in enumerate(blocks) if i not in scaffold and b.anchor_text.strip() != SAVE_COMMAND]
 
     async def ingest(
         self, thread: ThreadKey, blocks: Sequence[Block], now: datetime, known_ids: Sequence[str] | None = None
@@ -224,7 +234,9 @@ class ContextBuilder:
             split = self._splits.split(thread.scope, messages)
         except ValueError as exc:
             raise InvalidRequest(str(exc), param="messages") from exc
-        keep = [i for i, b in enumerate(split.blocks) if b.anchor_text.strip() != SAVE_COMMAND]
+        # the client's scaffolding stays verbatim in its place and is never a page; only the conversation is paged
+        scaffold = scaffolding_blocks(split.blocks, self._pins, self._preamble)
+        keep = self.conversation(split.blocks, scaffold)
         blocks = [split.blocks[i] for i in keep]
         ids, added = await self.ingest(thread, blocks, now, [split.ids[i] for i in keep])
         cut = max(len(blocks) - settings.recent_turns, 0)
@@ -254,7 +266,8 @@ class ContextBuilder:
         ]
         names = zoom_names(tools)
         counter = self._counter_for(model)
-        live: list[Mapping[str, Any]] = [m for b in blocks[cut:] for m in b.messages] + list(split.tail)
+        verbatim = sorted(scaffold | set(keep[cut:]))  # the recent turns and the scaffolding, in request order
+        live: list[Mapping[str, Any]] = [m for i in verbatim for m in split.blocks[i].messages] + list(split.tail)
 
         def compose(result: FitResult | None) -> list[Mapping[str, Any]]:
             views = dict(result.views) if result else {}
