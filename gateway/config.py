@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,19 @@ class PcpSettings(_Strict):
     idle_flush_minutes: float = Field(default=30.0, gt=0)
     merge_interval_hours: float = Field(default=12.0, gt=0)
     merge_staleness_hours: float = Field(default=72.0, ge=0)
+    # regular expressions on a block's user text marking the client's scaffolding (gateway.core.scaffolding)
+    pin: tuple[str, ...] = ()
+    pin_preamble: tuple[str, ...] = ()
+
+    @field_validator("pin", "pin_preamble")
+    @classmethod
+    def _patterns_compile(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"{pattern!r} is not a regular expression: {exc}") from None
+        return value
 
 
 class JobSettings(_Strict):

@@ -19,6 +19,7 @@ def test_the_shipped_config_loads() -> None:
     assert "gpt-4o-mini" in config.model_names
     assert config.model_list[0].litellm_params["api_key"] == "sk-x"
     assert config.server.port == 4000 and config.store.redis_url is None
+    assert config.pcp.pin and config.pcp.pin_preamble  # aider's markers ship ready (tests/clients/test_aider.py)
 
 
 def test_a_litellm_proxy_config_loads_and_ignores_foreign_sections(caplog: pytest.LogCaptureFixture) -> None:
@@ -60,6 +61,8 @@ def test_a_missing_environment_variable_becomes_none_with_a_warning(caplog: pyte
         ({"model_list": [MODEL], "pcp": {"budget_tokns": 10}}, "pcp.budget_tokns"),
         ({"model_list": [MODEL], "pcp": {"budget_tokens": -1}}, "pcp.budget_tokens"),
         ({"model_list": [MODEL], "server": {"port": "http"}}, "server.port"),
+        ({"model_list": [MODEL], "pcp": {"pin": ["^ok", "(unclosed"]}}, "pcp.pin"),
+        ({"model_list": [MODEL], "pcp": {"pin_preamble": "^not a list"}}, "pcp.pin_preamble"),
         ({"model_list": [MODEL], "store": {"data_dir": 5, "redis": "x"}}, "store."),
         ([1, 2], "top level"),
     ],

@@ -137,7 +137,8 @@ class ChatService:
 
     async def _save(self, request: ChatRequest, thread: ThreadKey, now: datetime) -> tuple[str, dict[str, str]]:
         """`/save`: store what is finished and flush the thread's buffer into a consolidated page."""
-        blocks = [b for b in split_blocks(request.messages).blocks if b.anchor_text.strip() != SAVE_COMMAND]
+        every = split_blocks(request.messages).blocks
+        blocks = [every[i] for i in self._builder.conversation(every)]
         _, added = await self._builder.ingest(thread, blocks, now)
         total = await self._store.page_count(thread)
         pages = f"{total} stored page{'s' if total != 1 else ''}"

@@ -53,6 +53,7 @@ from gateway.core.rounds import ZoomNames
 from gateway.errors import ContextLengthExceeded, InvalidRequest
 from gateway.core.excerpt import ExcerptOption, Unit, excerpt_options, line_coverage, units_of
 from gateway.core.lexical import idf_weights, term_counts, terms
+from gateway.core.scaffolding import compile_pins, scaffolding_blocks
 from gateway.service.router import Router
 from gateway.service.split_cache import SplitCache
 
@@ -161,6 +162,15 @@ class ContextBuilder:
         self._ingest_counter = TokenCounter()
         self._splits = SplitCache()
         self._units: OrderedDict[tuple[str, str], tuple[Unit, ...]] = OrderedDict()
+        self._pins = compile_pins(settings.pin)
+        self._preamble = compile_pins(settings.pin_preamble)
+
+    def conversation(self, blocks: Sequence[Block], scaffold: frozenset[int] | None = None) -> list[int]:
+        """Positions of the blocks that are conversation, the ones paged: not the client's scaffolding (found
+        with the config's pins unless given), not a `/save` command."""
+        if scaffold is None:
+            scaffold = scaffolding_blocks(blocks, self._pins, self._preamble)
+        return [i for i, b in enumerate(blocks) if i not in scaffold and b.anchor_text.strip() != SAVE_COMMAND]
 
     async def ingest(
         self, thread: ThreadKey, blocks: Sequence[Block], now: datetime, known_ids: Sequence[str] | None = None
@@ -235,12 +245,15 @@ class ContextBuilder:
             split = self._splits.split(thread.scope, messages)
         except ValueError as exc:
             raise InvalidRequest(str(exc), param="messages") from exc
-        keep = [i for i, b in enumerate(split.blocks) if b.anchor_text.strip() != SAVE_COMMAND]
+        # the client's scaffolding stays verbatim in its place and is never a page; only the conversation is paged
+        scaffold = scaffolding_blocks(split.blocks, self._pins, self._preamble)
+        keep = self.conversation(split.blocks, scaffold)
         blocks = [split.blocks[i] for i in keep]
         ids, added = await self.ingest(thread, blocks, now, [split.ids[i] for i in keep])
         counter = self._counter_for(model)
         query = _query(split.tail)
-        cut = self._verbatim_from(blocks, budget, counter, [*split.system, *split.tail], query)
+        scaffolding = [m for i in sorted(scaffold) for m in split.blocks[i].messages]
+        cut = self._verbatim_from(blocks, budget, counter, [*split.system, *scaffolding, *split.tail], query)
         recent_ids = set(ids[cut:])
         pool = [i for i in dict.fromkeys(ids[:cut]) if i not in recent_ids]
         tree, manifests = await self._tree(thread, pool, set(ids))
@@ -272,7 +285,8 @@ class ContextBuilder:
             for r in flow.roots
         ]
         names = zoom_names(tools)
-        live: list[Mapping[str, Any]] = [m for b in blocks[cut:] for m in b.messages] + list(split.tail)
+        verbatim = sorted(scaffold | set(keep[cut:]))  # the recent turns and the scaffolding, in request order
+        live: list[Mapping[str, Any]] = [m for i in verbatim for m in split.blocks[i].messages] + list(split.tail)
 
         def compose(result: FitResult | None) -> list[Mapping[str, Any]]:
             views = dict(result.views) if result else {}

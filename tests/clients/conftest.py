@@ -1,0 +1,28 @@
+"""Real client programs against the gateway subprocess and the scripted upstream (opt-in: ``pytest -m clients``).
+
+The clients are looked for in ``$PCP_CLIENTS_DIR``, else ``.clients/`` at the top of the checkout, where
+``scripts/setup-clients`` installs them: ``aider/`` (a venv with ``aider-chat``) and ``opencode/`` (npm's
+``opencode-ai``). A test whose client is not installed is skipped, saying how to install it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def clients_dir() -> Path:
+    return Path(os.environ.get("PCP_CLIENTS_DIR") or ROOT / ".clients")
+
+
+def client(relative: str) -> Path:
+    """The client program at `relative` under the clients directory, or a skip naming what is missing."""
+    path = clients_dir() / relative
+    if not path.exists():
+        pytest.skip(f"{path} is not installed (scripts/setup-clients installs the clients)")
+    return path
+

@@ -1,0 +1,151 @@
+"""aider, the real program, over several turns through the gateway: its scaffolding reaches the model verbatim in
+every request and is never memory; its conversation is paged once it outgrows the budget.
+
+aider (from `scripts/setup-clients`) runs in its own venv, driven through its Python API by `aider_driver.py`,
+against the gateway subprocess started with the shipped config.yaml's `pcp.pin` / `pcp.pin_preamble` and a small
+budget (aider cannot send headers per request, so the budget comes from the config), and the scripted upstream.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from gateway.core import TokenCounter
+from tests.clients.conftest import ROOT, client
+from tests.support.fake_upstream import FakeUpstream, Recorded, Reply
+from tests.support.gateway_process import GatewayProcess, gateway_config
+
+pytestmark = pytest.mark.clients
+
+BUDGET = 4500  # aider's own parts take ~3400 tokens of it here (the live message alone ~700)
+FILES_MARK = "I have *added these files to the chat*"
+EXAMPLE_MARKS = ("get_factorial", "Refactor hello()", "I switched to a new code base", FILES_MARK, "summaries of some files")
+GREET = 'def greet(name):\n    return "Hello " + name\n'
+EDIT = '''greet.py
+```python
+<<<<<<< SEARCH
+def greet(name):
+    return "Hello " + name
+=======
+def greet(name):
+    return "Hello " + name
+
+
+def bye(name):
+    return "Bye " + name
+>>>>>>> REPLACE
+```
+'''
+TOPICS = ["sourdough", "bicycle gears", "tax forms", "hiking boots", "jazz chords", "tomato blight", "solar panels", "chess openings"]
+TURNS = [
+    "Turn 1: what does greet return for an empty name?",
+    "Turn 2: add a bye function next to greet.",
+    *(f"Turn {n}: unrelated, tell me about {topic} and the code word WORD-{n}." for n, topic in enumerate(TOPICS, start=3)),
+]
+
+
+@pytest.fixture(scope="module")
+def aider_python() -> Path:
+    return client("aider/bin/python")
+
+
+@pytest.fixture(scope="module")
+def gateway(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+    shipped = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))["pcp"]
+    workdir = tmp_path_factory.mktemp("aider-gateway")
+    pcp = {"budget_tokens": BUDGET, "recent_turns": 2, "pin": shipped["pin"], "pin_preamble": shipped["pin_preamble"]}
+    with GatewayProcess(config=gateway_config(fake.url, workdir / "data", pcp=pcp), workdir=workdir) as process:
+        yield process
+
+
+def _reply(recorded: Recorded) -> Reply:
+    """The model's side: an edit for the turn that asks for one, a long answer to every other."""
+    assert recorded.body is not None
+    asked = str(recorded.body["messages"][-1]["content"]).split("\n", 1)[0]
+    if asked.startswith("Turn 2:"):
+        return Reply(content="Here is the new function.\n\n" + EDIT)
+    words = " ".join(f"detail-{i} of the matter" for i in range(40))
+    return Reply(content=f"About that ({asked[:7]}): {words}. Nothing to change in the code.")
+
+
+def _repo(path: Path) -> Path:
+    path.mkdir()
+    (path / "greet.py").write_text(GREET, encoding="utf-8")
+    (path / "main.py").write_text("import greet\n\nprint(greet.greet('bob'))\n", encoding="utf-8")
+    (path / "mathy.py").write_text("def add(a, b):\n    return a + b\n", encoding="utf-8")
+    git = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    for command in (["init", "-q"], ["add", "."], ["commit", "-qm", "start"]):
+        subprocess.run([*git, *command], cwd=path, check=True)
+    return path
+
+
+def _run_aider(python: Path, gateway: GatewayProcess, repo: Path, home: Path, thread: str) -> dict[str, Any]:
+    # aider's model-price list is fetched from the web unless its cache is fresh: an empty one keeps it offline
+    (home / ".aider" / "caches").mkdir(parents=True)
+    (home / ".aider" / "caches" / "model_prices_and_context_window.json").write_text("{}", encoding="utf-8")
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "AIDER_ANALYTICS": "false"}
+    spec = {"base_url": gateway.base_url, "repo": str(repo), "thread": thread, "model": "fake-model", "files": ["greet.py"], "turns": TURNS}
+    done = subprocess.run(
+        [str(python), str(Path(__file__).with_name("aider_driver.py"))],
+        input=json.dumps(spec), capture_output=True, text=True, env=env, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _client_system(message: dict[str, Any]) -> str:
+    text = str(message["content"])
+    return text[: text.index("<PagedContext")]
+
+
+def test_aider_scaffolding_is_sent_verbatim_every_time_and_only_the_conversation_is_paged(
+    aider_python: Path, gateway: GatewayProcess, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    upstream.script(*[_reply] * len(TURNS))
+    thread = "aider-" + uuid.uuid4().hex[:10]
+    result = _run_aider(aider_python, gateway, _repo(tmp_path / "repo"), tmp_path, thread)
+    requests = [r.body for r in upstream.chat_requests]
+    assert len(requests) == len(TURNS)  # one upstream call per turn: nothing else went out
+    assert "def bye(name)" in result["files"][1]["greet.py"]  # aider applied the model's edit on disk
+
+    systems = {_client_system(body["messages"][0]) for body in requests if body}
+    assert len(systems) == 1 and systems.pop().startswith("Act as an expert software developer.")
+    preambles = set()
+    for turn, body in enumerate(requests):
+        assert body is not None
+        messages = body["messages"]
+        xml = str(messages[0]["content"])[len(_client_system(messages[0])) :]
+        assert not any(mark in xml for mark in EXAMPLE_MARKS), "scaffolding rendered as memory"
+        # the files block: exactly one, with the file's contents as they were when aider sent the request
+        current = result["files"][turn - 1]["greet.py"] if turn else GREET
+        blocks = [str(m["content"]) for m in messages if FILES_MARK in str(m["content"])]
+        assert len(blocks) == 1 and current in blocks[0]
+        # the examples, the code-base switch and the repo map lead every request, verbatim and in aider's order
+        switch = next(i for i, m in enumerate(messages) if str(m["content"]).startswith("I switched to a new code base"))
+        preambles.add(json.dumps(messages[1 : switch + 4]))
+        assert "get_factorial" in str(messages[1]["content"]) and "Here are summaries" in str(messages[switch + 2]["content"])
+    assert len(preambles) == 1
+
+    last = requests[-1]["messages"]
+    verbatim = " ".join(str(m["content"]) for m in last[1:])
+    assert "Turn 1:" not in verbatim and "Turn 5:" not in verbatim  # early turns are paged, not resent
+    assert all(f"Turn {n}:" in verbatim for n in (8, 9, 10))  # the two recent turns and the live one are
+    assert TokenCounter.for_model("fake-model").count_messages(last) <= BUDGET
+    paged = str(last[0]["content"])
+    assert all(f"Turn {n}:" in paged for n in range(1, 8))  # the paged turns are in the context, as nodes or lines
+
+    view = httpx.get(f"{gateway.root_url}/pcp/threads/{thread}", headers={"Authorization": "Bearer sk-client"}, timeout=10).json()
+    summaries = json.dumps(view["pages"])
+    assert not any(mark in summaries for mark in EXAMPLE_MARKS), "scaffolding stored as pages"
+    assert "Turn 1:" in summaries and "Turn 8:" in summaries
