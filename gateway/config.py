@@ -75,6 +75,7 @@ class PcpSettings(_Strict):
     enabled: bool = True
     budget_tokens: int = Field(default=4000, gt=0)
     recent_turns: int = Field(default=2, ge=0)
+    raw_form: bool = True  # a thread that fits the budget and paging would not shrink goes upstream as sent
     max_rounds: int = Field(default=4, ge=1)
     trace_limit: int = Field(default=20, ge=0)
     router_model: str | None = None

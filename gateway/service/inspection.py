@@ -1,4 +1,4 @@
-"""What `GET /pcp/threads/{thread}` shows: a thread's pages as a tree, its views, trace and pending jobs.
+"""What `GET /pcp/threads/{thread}` shows: a thread's pages as a tree, its views, trace, form and pending jobs.
 
 Tests and benchmarks use `pending_jobs` to wait until a thread's background work is done.
 """
@@ -61,5 +61,6 @@ class ThreadInspector:
                 "buffer_tokens": segment.buffer.tokens,
                 "topic_id": segment.buffer.topic_id,
             },
+            "form": "paged" if await self._store.was_paged(thread) else "raw",  # what its last request went as
             "pending_jobs": pending,
         }
