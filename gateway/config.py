@@ -76,6 +76,7 @@ class PcpSettings(_Strict):
     enabled: bool = True
     budget_tokens: int = Field(default=4000, gt=0)
     recent_turns: int = Field(default=2, ge=0)
+    raw_form: bool = True  # a thread that fits the budget and paging would not shrink goes upstream as sent
     max_rounds: int = Field(default=4, ge=1)
     trace_limit: int = Field(default=20, ge=0)
     router_model: str | None = None
@@ -87,8 +88,10 @@ class PcpSettings(_Strict):
     consolidation: bool = True
     summarizer_model: str | None = None
     summarizer_timeout_ms: int = Field(default=60_000, gt=0)
-    adsorb_threshold: float = Field(default=0.6, ge=-1.0, le=1.0)
-    short_anchor_tokens: int = Field(default=12, ge=0)
+    adsorb_threshold: float = Field(default=0.35, ge=-1.0, le=1.0)  # the reason is in core.segmentation
+    # deprecated and ignored: content-free user messages ("ok", "continue") now stay in their topic, whatever
+    # their length; still accepted so that configs written for earlier versions load
+    short_anchor_tokens: int | None = Field(default=None, ge=0)
     max_processing_tokens: int = Field(default=8000, gt=0)
     container_tokens: int | None = Field(default=None, gt=0)
     idle_flush_minutes: float = Field(default=30.0, gt=0)
@@ -196,6 +199,8 @@ def parse_config(
         first = exc.errors()[0]
         key = _key_path(tuple(first["loc"]), own) or "(top level)"
         raise ConfigError(f"{where}: {key}: {first['msg']}") from exc
+    if config.pcp.short_anchor_tokens is not None:
+        log.warning("%s: pcp.short_anchor_tokens is deprecated and ignored; remove it", where)
     return config
 
 

@@ -51,6 +51,13 @@ def test_a_missing_environment_variable_becomes_none_with_a_warning(caplog: pyte
     assert "NOPE_KEY" in caplog.text
 
 
+def test_the_retired_short_anchor_key_still_loads_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    config = parse_config({"model_list": [MODEL], "pcp": {"short_anchor_tokens": 12}}, environ={})
+    assert config.pcp.short_anchor_tokens == 12
+    assert "short_anchor_tokens is deprecated" in caplog.text
+    assert parse_config({"model_list": [MODEL]}, environ={}).pcp.short_anchor_tokens is None
+
+
 @pytest.mark.parametrize(
     ("raw", "named"),
     [

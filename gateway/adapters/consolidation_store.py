@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from gateway.adapters.redis_store import Manifest, NewPage, RedisStore, encode_vector, manifest_json, parse_manifest, store_errors
 from gateway.adapters.store_keys import ThreadKey, threads_key
-from gateway.core.segmentation import Buffer
+from gateway.core.segmentation import Buffer, Suspect
 
 __all__ = ["ConsolidationStore", "SegmentRecord", "buffer_json", "parse_buffer"]
 
@@ -36,6 +36,7 @@ def buffer_json(buffer: Buffer) -> str:
             "head_tokens": buffer.head_tokens,
             "started_at": buffer.started_at.isoformat() if buffer.started_at else None,
             "last_at": buffer.last_at.isoformat() if buffer.last_at else None,
+            "suspect": _suspect_json(buffer.suspect),
         },
         ensure_ascii=False,
     )
@@ -54,7 +55,20 @@ def parse_buffer(raw: str | None) -> Buffer:
         head_tokens=data.get("head_tokens", 0),
         started_at=datetime.fromisoformat(data["started_at"]) if data["started_at"] else None,
         last_at=datetime.fromisoformat(data["last_at"]) if data["last_at"] else None,
+        suspect=_parse_suspect(data.get("suspect")),  # absent in buffers written before suspects existed
     )
+
+
+def _suspect_json(suspect: Suspect | None) -> dict[str, Any] | None:
+    if suspect is None:
+        return None
+    return {"at": suspect.at, "vector": list(suspect.vector), "tokens": suspect.tokens, "started_at": suspect.started_at.isoformat()}
+
+
+def _parse_suspect(data: dict[str, Any] | None) -> Suspect | None:
+    if not data:
+        return None
+    return Suspect(data["at"], tuple(data["vector"]), data["tokens"], datetime.fromisoformat(data["started_at"]))
 
 
 @dataclass(frozen=True)

@@ -298,6 +298,16 @@ class RedisStore:
         with store_errors():
             return int(await self._redis.hlen(self.keys(thread).manifest))
 
+    async def was_paged(self, thread: ThreadKey) -> bool:
+        """Whether a request of the thread was ever sent upstream paged (see :mod:`gateway.core.form`)."""
+        with store_errors():
+            return await self._redis.get(self.keys(thread).form) is not None
+
+    async def mark_paged(self, thread: ThreadKey) -> None:
+        """Record that the thread went paged: from now on it stays paged."""
+        with store_errors():
+            await self._redis.set(self.keys(thread).form, "paged")
+
     async def focus(self, thread: ThreadKey) -> tuple[dict[str, View], tuple[Step, ...]]:
         """The thread's persisted views and reasoning trace."""
         with store_errors():

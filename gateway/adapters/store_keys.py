@@ -14,6 +14,7 @@ so a thread's keys share one slot and its multi-key transactions and scripts sta
 - `...:segment`   hash   the consolidator's state: `cursor` into the log, `buffer` (JSON)
 - `...:heat`      hash   page id -> times shown in Detail or consulted
 - `...:seen`      hash   page id -> last such access (ISO 8601)
+- `...:form`      string `paged` once a request of the thread was sent paged (absent: every one went raw)
 
 One key is not per thread: `<prefix>:threads`, a sorted set of `<tenant>:<thread>` scored by the time
 of the thread's last stored page, which the scheduler scans for idle buffers and merges.
@@ -91,6 +92,10 @@ class ThreadKeys:
     @property
     def seen(self) -> str:
         return self._key("seen")
+
+    @property
+    def form(self) -> str:
+        return self._key("form")
 
 def threads_key(prefix: str) -> str:
     return f"{prefix}:threads"

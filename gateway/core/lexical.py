@@ -47,7 +47,8 @@ STOPWORDS = frozenset(
 )
 _LOW_INFORMATION = frozenset(
     """continue go on next then and more again what else so still it that this fails failed broke broken
-    error works work doesn't does not why how yes no ok okay please keep going do same fix try""".split()
+    error works work doesn't does not why how yes no ok okay please keep going do same fix try sure great good
+    cool nice perfect fine right alright got it gotcha understood sounds makes sense thx ty""".split()
 )
 
 
@@ -121,7 +122,8 @@ def idf_weights(query: Sequence[str], documents: Sequence[Mapping[str, int]]) ->
 
 
 def is_low_information(text: str) -> bool:
-    """Whether a query carries too little to match on ("continue", "and then?", "it still fails")."""
+    """Whether a text carries no content of its own ("continue", "and then?", "it still fails", "great, thanks"):
+    as a query it is too little to match on; as a user message it stays in the topic it comes in."""
     tokens = (w.lower().replace("’", "'") for w in _WORD.findall(text))
     return not any(t not in _LOW_INFORMATION and t not in STOPWORDS for t in tokens)
 

@@ -1,8 +1,10 @@
 """The chat-completion use case.
 
 `ChatService` takes a validated request and returns either a complete OpenAI response
-or a stream of chunks, plus the headers the edge should send. Paged mode replaces the
-raw history with a Paged Context and resolves the zoom rounds; pass-through mode
+or a stream of chunks, plus the headers the edge should send. Paged mode stores the
+history as pages, then sends it upstream in the form `gateway.core.form` chooses: raw
+(the client's messages as sent, while the thread fits the budget and paging would not
+make it smaller) or paged (a Paged Context, with the zoom rounds resolved); pass-through mode
 (`X-PCP-Mode: off`, `pcp.enabled: false`, or `model_info.pcp_enabled: false`) forwards
 the request untouched and stores nothing. A user message of exactly `/save` is
 answered by the gateway itself.
@@ -22,6 +24,7 @@ from gateway.adapters.redis_store import RedisStore, ThreadKey
 from gateway.adapters.upstream import Upstream
 from gateway.config import GatewayConfig
 from gateway.core import TokenCounter, message_text, split_blocks
+from gateway.core.form import Form, choose_form
 from gateway.service.consolidator import Consolidator
 from gateway.service.context import SAVE_COMMAND, ContextBuilder, PagedContext
 from gateway.service.identity import request_budget, request_time, tenant_of, thread_of
@@ -31,6 +34,8 @@ from gateway.service.router import Router
 from gateway.service.stream_items import KEEPALIVE, Comment, StreamItem
 
 __all__ = ["ChatService", "Completion", "CompletionStream", "KEEPALIVE", "Comment", "StreamItem"]
+
+PASS_THROUGH = {"x-pcp-mode": "off", "x-pcp-form": "pass-through"}
 
 
 @dataclass
@@ -94,12 +99,16 @@ class ChatService:
         thread, request = self._thread(request)
         if not self._paged_mode(request):
             body = await self._upstream.complete(request.model, request.upstream_params())
-            return Completion(body=body, headers={"x-pcp-thread": thread.thread, "x-pcp-mode": "off"})
+            return Completion(body=body, headers={"x-pcp-thread": thread.thread, **PASS_THROUGH})
         now = request_time(request.meta.time, self._clock() if self._clock else None)
         if _is_save(request):
             text, headers = await self._save(request, thread, now)
             return Completion(body=_local_completion(request.model, text), headers=headers)
         context = await self._build(request, thread, now)
+        form, raw_tokens = await self._form(request, context)
+        if form is Form.RAW:
+            body = await self._upstream.complete(request.model, request.upstream_params())
+            return Completion(body=body, headers={**pcp_headers(context, form, raw_tokens), "x-pcp-rounds": "1"})
         body, rounds = await self._paged.complete(request, context)
         return Completion(body=body, headers={**pcp_headers(context), "x-pcp-rounds": str(rounds)})
 
@@ -111,7 +120,7 @@ class ChatService:
         thread, request = self._thread(request)
         headers["x-pcp-thread"] = thread.thread
         if not self._paged_mode(request):
-            headers["x-pcp-mode"] = "off"
+            headers.update(PASS_THROUGH)
             async for chunk in self._upstream.stream(request.model, request.upstream_params()):
                 yield chunk
             return
@@ -123,7 +132,13 @@ class ChatService:
                 yield chunk
             return
         context = await self._build(request, thread, now)
-        headers.update(pcp_headers(context))
+        form, raw_tokens = await self._form(request, context)
+        headers.update(pcp_headers(context, form, raw_tokens))  # sent before the first round: the form is known
+        if form is Form.RAW:
+            async for chunk in self._upstream.stream(request.model, request.upstream_params()):
+                yield chunk
+            yield Comment("x-pcp-rounds: 1")
+            return
         async for item in self._paged.stream(request, context):
             yield item
 
@@ -134,6 +149,21 @@ class ChatService:
         if context.added and self._consolidator is not None:
             await self._consolidator.pages_added(thread)
         return context
+
+    async def _form(self, request: ChatRequest, context: PagedContext) -> tuple[Form, int | None]:
+        """The form this request goes upstream in, and the client's request size in tokens (``None`` when it
+        was not needed: a thread that went paged once stays paged, and is not counted again)."""
+        if not self._config.pcp.raw_form:
+            return Form.PAGED, None
+        paged_before = await self._store.was_paged(context.thread)
+        raw_tokens = None
+        if not paged_before:  # counted as the budget counts the paged form: the model's encoding, whole messages
+            raw_tokens = TokenCounter.for_model(request.model).count_messages(request.messages)
+        budget = request_budget(request.meta.budget, self._config.pcp.budget_tokens)
+        form = choose_form(raw_tokens=raw_tokens or 0, paged_tokens=context.prompt_tokens, budget=budget, paged_before=paged_before)
+        if form is Form.PAGED and not paged_before:
+            await self._store.mark_paged(context.thread)
+        return form, raw_tokens
 
     async def _save(self, request: ChatRequest, thread: ThreadKey, now: datetime) -> tuple[str, dict[str, str]]:
         """`/save`: store what is finished and flush the thread's buffer into a consolidated page."""

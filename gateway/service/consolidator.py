@@ -2,7 +2,7 @@
 
 Jobs (all idempotent; the queue delivers at least once):
 - `consolidate` (after a request stored new pages): manifests from `pcp.summarizer_model` for the new
-  pages, their anchor embeddings, then semantic adsorption / drift / relay over them; each flush is
+  pages, then semantic adsorption / drift / relay over their content embeddings; each flush is
   frozen into a Consolidated page and committed together with the segmentation state.
 - `flush` (`/save`, or a buffer idle for `pcp.idle_flush_minutes`): drain, then flush the buffer.
 - `merge` (every `pcp.merge_interval_hours`): adjacent same-topic containers that have not been used
@@ -38,7 +38,7 @@ from gateway.core.consolidation import (
     parse_summarizer_answer,
     summarizer_prompt,
 )
-from gateway.core.lexical import term_counts
+from gateway.core.lexical import is_low_information, term_counts
 from gateway.core.segmentation import Buffer, Flush, FlushReason, SegmentationPolicy, SegmentBlock, admit, flush_if_idle, flush_now, with_head_summary
 from gateway.errors import GatewayError
 
@@ -76,7 +76,6 @@ class Consolidator:
         self._count = TokenCounter().count
         self.policy = SegmentationPolicy(
             adsorb_threshold=settings.adsorb_threshold,
-            short_anchor_tokens=settings.short_anchor_tokens,
             max_processing_tokens=settings.max_processing_tokens,
             container_tokens=settings.container_tokens,
             idle=timedelta(minutes=settings.idle_flush_minutes),
@@ -252,10 +251,23 @@ class Consolidator:
         return result
 
     async def _blocks(self, thread: ThreadKey, manifests: Sequence[Manifest]) -> list[SegmentBlock]:
-        anchors = [m.anchor or m.page.summary for m in manifests]
-        vectors = await self._embedder.embed(anchors) if self._embedder is not None and anchors else None
-        blocks = []
-        for index, manifest in enumerate(manifests):
-            anchor = tuple(float(x) for x in vectors[index]) if vectors is not None else ()
-            blocks.append(SegmentBlock(manifest.page.id, manifest.page.tokens, self._count(anchors[index]), anchor, manifest.page.timestamp))
-        return blocks
+        """Segmentation's view of the pages: whether the user message is content-free, and the exchange's vector.
+
+        The vector is the page's content embedding stored at ingestion (the user message with its reply: a short
+        message says little about its topic on its own); a page stored without one (embeddings were off) is
+        embedded now.
+        """
+        vectors: dict[str, tuple[float, ...]] = {}
+        if self._embedder is not None:
+            stored = await self._store.vectors(thread, [m.page.id for m in manifests])
+            vectors = {page: tuple(float(x) for x in vector) for page, vector in stored.items()}
+            missing = [m.page for m in manifests if m.page.id not in vectors]
+            if missing:
+                contents = await self._store.pages(thread, [p.id for p in missing])
+                texts = [contents[p.id].content if p.id in contents else p.summary for p in missing]
+                fresh = await self._embedder.embed(texts)
+                vectors.update({p.id: tuple(float(x) for x in v) for p, v in zip(missing, fresh)})
+        return [
+            SegmentBlock(m.page.id, m.page.tokens, is_low_information(m.anchor), vectors.get(m.page.id, ()), m.page.timestamp)
+            for m in manifests
+        ]

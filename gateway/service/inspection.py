@@ -1,4 +1,4 @@
-"""What `GET /pcp/threads/{thread}` shows: a thread's pages as a tree, its views, trace and pending jobs.
+"""What `GET /pcp/threads/{thread}` shows: a thread's pages as a tree, its views, trace, form and pending jobs.
 
 Tests and benchmarks use `pending_jobs` to wait until a thread's background work is done.
 """
@@ -39,6 +39,9 @@ class ThreadInspector:
         self._consolidator = consolidator
 
     async def describe(self, thread: ThreadKey) -> dict[str, Any]:
+        # pending jobs first: a job that ends while the rest is read then shows as pending, so pending_jobs == 0
+        # means that what follows was read after all of the thread's work was done
+        pending = await self._consolidator.pending(thread) if self._consolidator else 0
         manifests, parents = await self._cstore.tree(thread)
         by_id = {m.page.id: m for m in manifests}
         heat = await self._store.client.hgetall(self._store.keys(thread).heat)
@@ -58,5 +61,6 @@ class ThreadInspector:
                 "buffer_tokens": segment.buffer.tokens,
                 "topic_id": segment.buffer.topic_id,
             },
-            "pending_jobs": await self._consolidator.pending(thread) if self._consolidator else 0,
+            "form": "paged" if await self._store.was_paged(thread) else "raw",  # what its last request went as
+            "pending_jobs": pending,
         }

@@ -15,6 +15,7 @@ from gateway.adapters.redis_store import RedisStore
 from gateway.adapters.upstream import Upstream
 from gateway.config import PcpSettings
 from gateway.core import View, settle
+from gateway.core.form import Form
 from gateway.core.rounds import ModelCall, NeedPages, RoundsOutcome, zoom_rounds
 from gateway.service.context import PagedContext
 from gateway.service.request import ChatRequest
@@ -28,15 +29,18 @@ _TEMPLATE_KEYS = ("id", "object", "created", "model", "system_fingerprint")
 _OWN_STREAM_KEYS = ("stream", "stream_options")
 
 
-def pcp_headers(context: PagedContext) -> dict[str, str]:
+def pcp_headers(context: PagedContext, form: Form = Form.PAGED, raw_tokens: int | None = None) -> dict[str, str]:
+    """The response headers of a request sent in ``form``; a raw one shows no page and sent ``raw_tokens``."""
+    raw = form is Form.RAW
     headers = {
         "x-pcp-thread": context.thread.thread,
-        "x-pcp-pages": f"{context.shown}/{context.total}",
-        "x-pcp-prompt-tokens": str(context.prompt_tokens),
+        "x-pcp-form": form.value,
+        "x-pcp-pages": f"{0 if raw else context.shown}/{context.total}",
+        "x-pcp-prompt-tokens": str(raw_tokens if raw and raw_tokens is not None else context.prompt_tokens),
         "x-pcp-history-tokens": str(context.history_tokens),
         "x-pcp-router-ms": f"{context.router_ms:.2f}",
     }
-    if context.over_budget:
+    if context.over_budget and not raw:
         headers["x-pcp-over-budget"] = "true"
     return headers
 

@@ -49,7 +49,9 @@ def test_words_most_documents_contain_are_dropped_from_a_query() -> None:
 @pytest.mark.parametrize(
     ("text", "low"),
     [("continue", True), ("and then?", True), ("it still fails", True), ("ok", True), ("", True),
-     ("why does the sourdough starter smell of acetone?", False), ("Paris?", False), ("fix the parser", False)],
+     ("thanks", True), ("yes please", True), ("why?", True), ("Great, got it, thanks!", True), ("sounds good", True),
+     ("why does the sourdough starter smell of acetone?", False), ("Paris?", False), ("fix the parser", False),
+     ("What tire pressure?", False), ("is it good for the battery?", False)],
 )
 def test_low_information_queries(text: str, low: bool) -> None:
     assert is_low_information(text) is low

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -17,6 +18,7 @@ from gateway.core.segmentation import (
     SegmentBlock,
     SegmentEvent,
     SegmentState,
+    Suspect,
     admit,
     cosine,
     flush_if_idle,
@@ -37,9 +39,9 @@ def unit(axis: int, wobble: float = 0.0) -> tuple[float, ...]:
     return tuple(vector)
 
 
-def blk(pid: str, axis: int = 0, *, tokens: int = 100, anchor_tokens: int = 30, minute: int = 0,
+def blk(pid: str, axis: int = 0, *, tokens: int = 100, free: bool = False, minute: int = 0,
         wobble: float = 0.1) -> SegmentBlock:
-    return SegmentBlock(pid, tokens, anchor_tokens, unit(axis, wobble), T0 + timedelta(minutes=minute))
+    return SegmentBlock(pid, tokens, free, unit(axis, wobble), T0 + timedelta(minutes=minute))
 
 
 def feed(blocks: list[SegmentBlock], policy: SegmentationPolicy = POLICY,
@@ -65,6 +67,60 @@ def test_three_topics_give_two_drift_flushes_and_a_buffer() -> None:
     assert (buffer.page_ids, buffer.topic_id, buffer.tokens) == (("p6", "p7", "p8"), "p6", 300)
     assert (buffer.started_at, buffer.last_at) == (T0 + timedelta(minutes=6), T0 + timedelta(minutes=8))
     assert buffer.kernel is not None and cosine(buffer.kernel, unit(2)) > 0.9 and is_unit(buffer.kernel)
+    assert buffer.suspect is None
+
+
+def test_a_block_off_the_topic_waits_as_a_suspect_and_the_next_block_confirms_the_drift() -> None:
+    buffer, flushes = feed([blk("p0"), blk("p1"), blk("p2", axis=1, minute=2)])
+    assert not flushes and buffer.page_ids == ("p0", "p1", "p2") and buffer.suspect is not None
+    assert buffer.suspect.at == 2 and buffer.kernel == pytest.approx(blk("p0").vector)  # not moved
+    # content-free blocks follow the suspect wherever it goes
+    buffer, flushes = feed([blk("p3", axis=3, free=True, tokens=7, minute=3), blk("p4", axis=1, minute=4)], buffer=buffer)
+    assert flushes == [Flush(("p0", "p1"), FlushReason.DRIFT, "p0", None, carry=False)]
+    assert (buffer.page_ids, buffer.topic_id, buffer.tokens, buffer.suspect) == (("p2", "p3", "p4"), "p2", 207, None)
+    assert (buffer.started_at, buffer.last_at) == (T0 + timedelta(minutes=2), T0 + timedelta(minutes=4))
+    assert buffer.kernel == pytest.approx(blk("p2", axis=1).vector) and is_unit(buffer.kernel)
+
+
+def test_a_lone_outlier_stays_in_the_topic_and_leaves_the_kernel() -> None:
+    buffer, flushes = feed([blk("p0"), blk("p1", axis=2), blk("p2"), blk("p3")])
+    assert not flushes and buffer.page_ids == ("p0", "p1", "p2", "p3") and buffer.suspect is None
+    assert buffer.kernel == pytest.approx(blk("p0").vector)
+    # a drift confirmed right after an outlier was cleared puts the boundary at the new suspect
+    buffer, flushes = feed([blk("p4", axis=1), blk("p5", axis=1)], buffer=buffer)
+    assert [f.page_ids for f in flushes] == [("p0", "p1", "p2", "p3")] and buffer.page_ids == ("p4", "p5")
+
+
+def test_a_suspect_closer_to_the_topic_than_to_the_next_block_stays_and_that_block_waits() -> None:
+    leaning = SegmentBlock("p1", 100, False, (0.2, 1.0, 0.0, 0.0), T0)  # off the topic, but less than p2
+    buffer, flushes = feed([blk("p0"), leaning, blk("p2", axis=2)])
+    assert not flushes and buffer.suspect is not None and buffer.suspect.at == 2
+    buffer, flushes = feed([blk("p3", axis=2)], buffer=buffer)
+    assert [f.page_ids for f in flushes] == [("p0", "p1")] and buffer.page_ids == ("p2", "p3")
+
+
+def test_flushes_that_are_not_drifts_take_a_pending_suspect_with_them() -> None:
+    buffer, _ = feed([blk("p0"), blk("p1", axis=2, minute=1)])
+    assert flush_now(buffer)[1] == Flush(("p0", "p1"), FlushReason.SAVE, "p0", None, carry=False)
+    assert flush_if_idle(buffer, T0 + timedelta(hours=1), POLICY)[1] == Flush(("p0", "p1"), FlushReason.IDLE, "p0", None, carry=False)
+    headed = with_head_summary(buffer, "head", 20)
+    assert headed.suspect == buffer.suspect and headed.tokens == 220
+    after, flush = admit(headed, blk("p2", axis=2, minute=2), POLICY)
+    assert flush == Flush(("p0",), FlushReason.DRIFT, "p0", "head", carry=False)
+    assert (after.page_ids, after.tokens, after.head_summary) == (("p1", "p2"), 200, None)
+
+
+def test_a_suspect_that_would_overflow_the_buffer_drifts_at_once() -> None:
+    for policy in (SegmentationPolicy(max_processing_tokens=250), SegmentationPolicy(container_tokens=250)):
+        buffer, flushes = feed([blk("p0"), blk("p1"), blk("p2", axis=2)], policy)
+        assert [(f.page_ids, f.reason) for f in flushes] == [(("p0", "p1"), FlushReason.DRIFT)]
+        assert buffer.page_ids == ("p2",) and buffer.suspect is None
+
+
+def test_a_suspect_meeting_a_block_of_another_embedder_gives_that_block_the_kernel() -> None:
+    buffer, _ = feed([blk("p0"), blk("p1", axis=2)])
+    after, flush = admit(buffer, SegmentBlock("p2", 10, False, (0.0, 1.0), T0), POLICY)
+    assert flush is not None and flush.page_ids == ("p0",) and after.kernel == (0.0, 1.0)
 
 
 def test_first_block_opens_the_topic_with_its_anchor_as_kernel() -> None:
@@ -73,27 +129,27 @@ def test_first_block_opens_the_topic_with_its_anchor_as_kernel() -> None:
     assert (buffer.topic_id, buffer.kernel, buffer.tokens) == ("p0", unit(1), 100)
 
 
-def test_adsorption_moves_the_kernel_toward_the_anchor() -> None:
+def test_adsorption_moves_the_kernel_toward_the_block() -> None:
     policy = SegmentationPolicy(adsorb_threshold=0.5)
     start, _ = admit(Buffer(), blk("p0", axis=0, wobble=0.0), policy)
-    leaning = SegmentBlock("p1", 10, 30, (1.0, 1.0, 0.0, 0.0), T0)
+    leaning = SegmentBlock("p1", 10, False, (1.0, 1.0, 0.0, 0.0), T0)
     moved, flush = admit(start, leaning, policy)
     assert flush is None and moved.page_ids == ("p0", "p1") and moved.kernel is not None
     assert 0 < moved.kernel[1] < moved.kernel[0] and is_unit(moved.kernel)
 
 
-def test_a_short_anchor_never_drifts_and_leaves_the_kernel() -> None:
+def test_a_content_free_block_never_drifts_and_leaves_the_kernel() -> None:
     start, _ = admit(Buffer(), blk("p0", axis=0), POLICY)
-    after, flush = admit(start, blk("p1", axis=3, anchor_tokens=POLICY.short_anchor_tokens - 1), POLICY)
+    after, flush = admit(start, blk("p1", axis=3, free=True), POLICY)
     assert flush is None and after.page_ids == ("p0", "p1") and after.kernel == start.kernel
-    empty_anchor = SegmentBlock("p2", 5, 0, (0.0,) * DIM, T0)
-    assert admit(after, empty_anchor, POLICY)[1] is None
+    no_vector = SegmentBlock("p2", 5, False, (), T0)  # no embedder: nothing to judge the topic by
+    assert admit(after, no_vector, POLICY) == (replace(after, page_ids=("p0", "p1", "p2"), tokens=205), None)
 
 
-def test_short_anchors_first_leave_the_kernel_to_the_first_long_anchor() -> None:
-    buffer, flushes = feed([blk("p0", axis=3, anchor_tokens=2), blk("p1", axis=1), blk("p2", axis=1)])
+def test_content_free_blocks_first_leave_the_kernel_to_the_first_block_with_content() -> None:
+    buffer, flushes = feed([blk("p0", axis=3, free=True), blk("p1", axis=1), blk("p2", axis=1)])
     assert not flushes and buffer.topic_id == "p0" and buffer.page_ids == ("p0", "p1", "p2")
-    assert buffer.kernel == pytest.approx(blk("p1", axis=1).anchor)
+    assert buffer.kernel is not None and cosine(buffer.kernel, blk("p1", axis=1).vector) > 0.999
 
 
 def test_relay_flushes_with_carry_and_keeps_the_topic() -> None:
@@ -101,7 +157,7 @@ def test_relay_flushes_with_carry_and_keeps_the_topic() -> None:
     buffer, flushes = feed([blk("p0"), blk("p1"), blk("p2")], policy)
     assert flushes == [Flush(("p0", "p1"), FlushReason.RELAY, "p0", None, carry=True)]
     assert (buffer.page_ids, buffer.topic_id, buffer.tokens, buffer.head_summary) == (("p2",), "p0", 100, None)
-    assert buffer.kernel == pytest.approx(blk("p2").anchor)
+    assert buffer.kernel == pytest.approx(blk("p2").vector)
 
     headed = with_head_summary(buffer, "Built the snake game core.", 60)
     assert (headed.tokens, headed.head_tokens, headed.head_summary) == (160, 60, "Built the snake game core.")
@@ -155,7 +211,7 @@ def test_a_pageless_relayed_buffer_adsorbs_or_drops_its_topic_without_flushing()
 
 def test_a_kernel_of_another_dimension_is_a_drift() -> None:
     buffer, _ = admit(Buffer(), blk("p0"), POLICY)
-    after, flush = admit(buffer, SegmentBlock("p1", 10, 30, (1.0, 0.0), T0), POLICY)
+    after, flush = admit(buffer, SegmentBlock("p1", 10, False, (1.0, 0.0), T0), POLICY)
     assert flush is not None and flush.reason is FlushReason.DRIFT and after.kernel == (1.0, 0.0)
 
 
@@ -174,8 +230,8 @@ def test_a_block_after_an_idle_gap_flushes_the_buffer_first() -> None:
     buffer, flushes = feed([blk("p0", minute=0), blk("p1", minute=29), blk("p2", minute=59)])
     assert flushes == [Flush(("p0", "p1"), FlushReason.IDLE, "p0", None, carry=False)]
     assert buffer.page_ids == ("p2",) and buffer.topic_id == "p2"
-    # a short anchor is adsorbed unconditionally, but not across a quiet gap
-    _, flushes = feed([blk("p0", minute=0), blk("p1", minute=31, anchor_tokens=1)])
+    # a content-free block is adsorbed unconditionally, but not across a quiet gap
+    _, flushes = feed([blk("p0", minute=0), blk("p1", minute=31, free=True)])
     assert [f.reason for f in flushes] == [FlushReason.IDLE]
 
 
@@ -193,7 +249,7 @@ def test_a_container_cap_splits_a_topic_without_carrying_a_summary() -> None:
 
 
 def test_save_flushes_everything_and_starts_fresh() -> None:
-    buffer, _ = feed([blk("p0"), blk("p1", axis=3, anchor_tokens=1)])
+    buffer, _ = feed([blk("p0"), blk("p1", axis=3, free=True)])
     headed = with_head_summary(buffer, "head", 5)
     fresh, flush = flush_now(headed)
     assert fresh == Buffer()
@@ -220,7 +276,7 @@ def test_the_transition_table() -> None:
 
 
 @pytest.mark.parametrize("kwargs", [
-    {"adsorb_threshold": 1.5}, {"short_anchor_tokens": -1}, {"max_processing_tokens": 0},
+    {"adsorb_threshold": 1.5}, {"max_processing_tokens": 0},
     {"kernel_weight": 0.0}, {"kernel_weight": 1.1}, {"idle": timedelta(0)}, {"container_tokens": 0},
 ])
 def test_policy_rejects_nonsense(kwargs: dict[str, object]) -> None:
@@ -232,9 +288,14 @@ def test_values_validate_and_normalise() -> None:
     with pytest.raises(ValueError):
         Buffer(tokens=5, head_tokens=6)
     with pytest.raises(ValueError):
-        SegmentBlock("p", -1, 0, (1.0,), T0)
-    block = SegmentBlock("p", 1, 1, (3.0, 4.0), T0.replace(tzinfo=None))
-    assert block.anchor == (0.6, 0.8) and block.timestamp == T0
+        SegmentBlock("p", -1, False, (1.0,), T0)
+    block = SegmentBlock("p", 1, False, (3.0, 4.0), T0.replace(tzinfo=None))
+    assert block.vector == (0.6, 0.8) and block.timestamp == T0
+    for at, tokens in ((0, 1), (1, 1), (0, 5), (1, 3)):
+        with pytest.raises(ValueError):
+            Buffer(page_ids=("a",) if at == 1 and tokens == 1 else ("a", "b"), tokens=2,
+                   suspect=Suspect(at, (1.0,), tokens, T0))
+    assert Buffer(page_ids=("a", "b"), tokens=2, suspect=Suspect(1, (1.0,), 1, T0)).suspect is not None
 
 
 def test_cosine_and_normalise() -> None:
@@ -246,28 +307,28 @@ def test_cosine_and_normalise() -> None:
 
 
 @st.composite
-def scripts(draw: st.DrawFn) -> list[tuple[str, int, int, int, int]]:
+def scripts(draw: st.DrawFn) -> list[tuple[str, int, int, bool, int]]:
     actions = st.tuples(st.sampled_from(["block", "block", "block", "idle", "save", "head"]),
-                        st.integers(0, DIM - 1), st.integers(0, 400), st.integers(0, 40), st.integers(0, 90))
+                        st.integers(0, DIM - 1), st.integers(0, 400), st.booleans(), st.integers(0, 90))
     return draw(st.lists(actions, max_size=40))
 
 
 @settings(max_examples=200, deadline=None)
 @given(scripts(), st.integers(100, 1500), st.floats(0.0, 1.0))
 def test_every_page_lands_in_exactly_one_flush_or_the_buffer_in_order(
-    script: list[tuple[str, int, int, int, int]], limit: int, threshold: float,
+    script: list[tuple[str, int, int, bool, int]], limit: int, threshold: float,
 ) -> None:
     policy = SegmentationPolicy(adsorb_threshold=threshold, max_processing_tokens=limit)
     buffer, flushes, admitted, tokens = Buffer(), [], [], {}
     clock = T0
-    for number, (action, axis, size, anchor_tokens, minutes) in enumerate(script):
+    for number, (action, axis, size, free, minutes) in enumerate(script):
         clock += timedelta(minutes=minutes)
         flush: Flush | None = None
         if action == "block":
             pid = f"p{number}"
             admitted.append(pid)
             tokens[pid] = size
-            buffer, flush = admit(buffer, SegmentBlock(pid, size, anchor_tokens, unit(axis, 0.3), clock), policy)
+            buffer, flush = admit(buffer, SegmentBlock(pid, size, free, unit(axis, 0.3), clock), policy)
             assert buffer.page_ids[-1] == pid
         elif action == "idle":
             buffer, flush = flush_if_idle(buffer, clock, policy)
@@ -280,6 +341,9 @@ def test_every_page_lands_in_exactly_one_flush_or_the_buffer_in_order(
             flushes.append(flush)
         assert buffer.tokens == sum(tokens[pid] for pid in buffer.page_ids) + buffer.head_tokens
         assert buffer.kernel is None or is_unit(buffer.kernel)
+        if buffer.suspect is not None:  # what waits as a new topic is the buffer's tail
+            tail = buffer.page_ids[buffer.suspect.at :]
+            assert buffer.suspect.tokens == sum(tokens[pid] for pid in tail)
         assert (buffer.topic_id is None) == (buffer.state is SegmentState.EMPTY and buffer.kernel is None)
     landed = [pid for flush in flushes for pid in flush.page_ids] + list(buffer.page_ids)
     assert landed == admitted

@@ -19,8 +19,12 @@ import pytest
 import yaml
 from lxml import etree
 
+from gateway.core.blocks import split_blocks
+from gateway.core.pages import page_id
+
 from tests.support.fake_upstream import FakeUpstream, Recorded, Reply, Response, Slow, ToolCall
 from tests.support.gateway_process import ROOT, GatewayProcess, gateway_config
+from tests.support.topics import TOPICS, chat_messages
 
 SOURDOUGH = [
     "How do I keep my sourdough starter alive while I travel for two weeks?",
@@ -41,7 +45,7 @@ MARATHON = [
     "How do I taper in the last three weeks before a marathon?",
 ]
 KEY = "sk-consolidation"
-PCP = {"recent_turns": 1, "adsorb_threshold": 0.45, "merge_interval_hours": 1000}
+PCP = {"recent_turns": 1, "merge_interval_hours": 1000}
 
 
 def exchanges(questions: list[str], reply: str = "Here is a careful answer about that.") -> list[dict[str, Any]]:
@@ -121,6 +125,20 @@ def test_three_topics_become_three_containers(consolidating: GatewayProcess, ups
     flow = root.find("Linear_Flow")
     assert sorted(n.get("id") for n in flow if n.get("type") == "Consolidated") == sorted(r["id"] for r in roots)
     assert {n.get("id") for n in flow if n.get("type") == "Original"} == {c["id"] for r in roots for c in r["children"]}
+
+
+def test_a_chat_of_short_messages_freezes_at_the_exchanges_where_its_topics_change(
+    consolidating: GatewayProcess, upstream: FakeUpstream
+) -> None:
+    thread = "short-topics-" + uuid.uuid4().hex[:8]
+    if "summarizer" in consolidating.config["pcp"].get("summarizer_model", ""):
+        upstream.script(*[Summarizer()] * 21)  # 18 manifests, 3 containers
+    messages = chat_messages(*TOPICS)
+    client(consolidating, thread).chat.completions.create(model="fake-model", messages=[*messages, {"role": "user", "content": "/save"}])  # type: ignore[arg-type]
+    data = settled(consolidating, thread)
+    pages = [page_id(block.text) for block in split_blocks(messages).blocks]
+    expected = [pages[0:6], pages[6:12], pages[12:18]]
+    assert [[c["id"] for c in root.get("children", [])] for root in data["pages"]] == expected, json.dumps(data)[:3000]
 
 
 def _page_id(text: str, needle: str) -> str:

@@ -46,6 +46,9 @@ def gateway_config(upstream_url: str, data_dir: Path, *, embedded: bool = False,
         "router_settings": {"num_retries": 0, "disable_cooldowns": True},
         "server": {"max_body_bytes": 1_000_000},
         "store": store,
+        # the tests of paging send short threads that would go raw (gateway.core.form): they exercise the paged
+        # form; tests/http/test_form.py turns the raw form back on
+        "pcp": {"raw_form": False},
     }
     for name, value in sections.items():
         config[name] = {**config.get(name, {}), **value} if isinstance(value, dict) else value

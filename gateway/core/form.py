@@ -1,0 +1,29 @@
+"""The form a request goes upstream in (issue 12 item 3): ``RAW``, the client's messages exactly as sent, or
+``PAGED``, the paged context.
+
+Paging pays only when it makes a request smaller or the history no longer fits: a short thread sent as pages
+costs more than the thread itself (the instructions, tags and summaries ride on top of what would have been
+sent). So while the client's whole request fits the budget and is no larger than its paged form, it goes raw;
+pages are stored either way, so the thread is ready when it grows. Once a thread has gone paged it stays paged:
+switching back and forth would change what the model saw of the same history from one turn to the next (and
+break the provider's prompt cache each time).
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["Form", "choose_form"]
+
+
+class Form(enum.Enum):
+    RAW = "raw"
+    PAGED = "paged"
+
+
+def choose_form(*, raw_tokens: int, paged_tokens: int, budget: int, paged_before: bool) -> Form:
+    """``RAW`` when the thread was never sent paged, and the client's request (``raw_tokens``, counted as the
+    budget counts) fits ``budget`` and is no larger than the paged form (``paged_tokens``); else ``PAGED``."""
+    if paged_before or raw_tokens > budget or raw_tokens > paged_tokens:
+        return Form.PAGED
+    return Form.RAW
