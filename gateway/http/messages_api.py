@@ -4,12 +4,14 @@ Pure: a `POST /v1/messages` body becomes a `ChatRequest` (OpenAI chat messages: 
 `tool_result` blocks as `tool` messages right after the assistant's calls, images as
 `image_url` parts, documents as `file` parts); a chat reply becomes a `message`; gateway errors
 become Anthropic's `{"type": "error", "error": {"type", "message"}}`. `thinking` blocks and
-`cache_control` marks are dropped: a chat model cannot take them back.
+`cache_control` marks are dropped: a chat model cannot take them back. Server tools (web search,
+code execution, ...) are left out, logged: they run on Anthropic's side.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -19,6 +21,8 @@ from gateway.http.validation import json_object, known_model
 from gateway.service.request import ChatRequest, RequestMeta
 
 __all__ = ["parse_messages_request", "message_object", "stop_reason", "anthropic_error", "anthropic_usage", "tool_input", "new_message_id"]
+
+log = logging.getLogger("gateway.http")
 
 _DROPPED_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "function_call": "tool_use", "content_filter": "refusal"}
@@ -162,9 +166,15 @@ def _tools(value: Any) -> list[dict[str, Any]]:
     tools: list[dict[str, Any]] = []
     for j, tool in enumerate(value):
         where = f"tools[{j}]"
-        if not isinstance(tool, dict) or tool.get("type", "custom") != "custom" or not isinstance(tool.get("name"), str):
-            kind = tool.get("type") if isinstance(tool, dict) else None
-            raise InvalidRequest(f"{where} must be a client tool with a name and an input_schema (server tool {kind!r} is not supported)", param=where)
+        if not isinstance(tool, dict):
+            raise InvalidRequest(f"{where} must be a tool object", param=where)
+        if tool.get("type", "custom") != "custom":
+            # server tools (web_search_20250305, code_execution, ...) run on Anthropic's side, which a model
+            # behind the gateway does not have: the model is simply not offered them
+            log.info("messages: left out server tool %s of type %r", where, tool.get("type"))
+            continue
+        if not isinstance(tool.get("name"), str):
+            raise InvalidRequest(f"{where}.name must be a string", param=f"{where}.name")
         if not isinstance(tool.get("input_schema"), dict):
             raise InvalidRequest(f"{where}.input_schema must be a JSON schema object", param=f"{where}.input_schema")
         function = {"name": tool["name"], "parameters": tool["input_schema"]}
@@ -203,8 +213,10 @@ def _params(data: Mapping[str, Any]) -> dict[str, Any]:
             raise InvalidRequest("stop_sequences must be an array of strings", param="stop_sequences")
         if stops:
             params["stop"] = stops
-    if data.get("tools"):
-        params["tools"] = _tools(data["tools"])
+    if data.get("tools") is not None:
+        tools = _tools(data["tools"])
+        if tools:
+            params["tools"] = tools
     if data.get("tool_choice") is not None:
         _tool_choice(data["tool_choice"], params)
     metadata = data.get("metadata")

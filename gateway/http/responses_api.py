@@ -4,11 +4,14 @@ Pure: a request body becomes a `ResponsesCall` (this turn's input as OpenAI chat
 chat parameters, and what the response echoes back); a chat reply becomes a `response` object.
 Input items: messages (`input_text` / `output_text` / `input_image` / `input_file` parts or a
 string), `function_call` and `function_call_output`; `reasoning` items are dropped (a chat model
-cannot take them back). Tools are function tools in the flat Responses shape.
+cannot take them back). Tools are function tools in the flat Responses shape; hosted tools
+(`web_search`, `file_search`, ...) and tool namespaces are left out, logged: they run on OpenAI's
+side, which a model behind the gateway does not have.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Collection, Mapping, Sequence
@@ -30,6 +33,8 @@ __all__ = [
     "reply_message",
     "new_id",
 ]
+
+log = logging.getLogger("gateway.http")
 
 _ROLES = frozenset({"user", "assistant", "system", "developer"})
 # Parameters that would change what the request means and that a chat model cannot honour.
@@ -165,9 +170,15 @@ def _tools(value: Any) -> list[dict[str, Any]]:
     tools: list[dict[str, Any]] = []
     for j, tool in enumerate(value):
         where = f"tools[{j}]"
-        if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(tool.get("name"), str):
-            kind = tool.get("type") if isinstance(tool, dict) else None
-            raise InvalidRequest(f"{where} must be a function tool with a name (type {kind!r} is not supported)", param=where)
+        if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
+            raise InvalidRequest(f"{where} must be a tool object with a type", param=where)
+        if tool["type"] != "function":
+            # hosted tools (web_search, file_search, ...) and namespaces run on OpenAI's side, which a chat
+            # model behind the gateway does not have: the model is simply not offered them
+            log.info("responses: left out tool %s of type %r (only function tools reach the model)", where, tool["type"])
+            continue
+        if not isinstance(tool.get("name"), str):
+            raise InvalidRequest(f"{where}.name must be a string", param=f"{where}.name")
         function = {k: tool[k] for k in ("name", "description", "parameters", "strict") if tool.get(k) is not None}
         tools.append({"type": "function", "function": function})
     return tools
@@ -195,8 +206,10 @@ def _response_format(text: Any) -> dict[str, Any] | None:
 
 def _params(data: Mapping[str, Any]) -> dict[str, Any]:
     params: dict[str, Any] = {k: data[k] for k in _COPIED if data.get(k) is not None}
-    if data.get("tools"):
-        params["tools"] = _tools(data["tools"])
+    if data.get("tools") is not None:
+        tools = _tools(data["tools"])
+        if tools:
+            params["tools"] = tools
     if data.get("tool_choice") is not None:
         params["tool_choice"] = _tool_choice(data["tool_choice"])
     limit = data.get("max_output_tokens")
