@@ -203,6 +203,24 @@ def test_x_api_key_and_bearer_are_the_same_tenant(gw: GatewayProcess, upstream: 
     assert upstream.chat_requests[-1].headers["authorization"] == "Bearer sk-upstream"  # the client's key never goes upstream
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_pass_through_and_metadata_thread(gw: GatewayProcess, upstream: FakeUpstream, stream: bool) -> None:
+    upstream.script(Reply(content="plain", usage=Usage(prompt_tokens=7, completion_tokens=1)))
+    client = _client(gw, **{"X-PCP-Mode": "off"})
+    question: list[Any] = [{"role": "user", "content": "Hi"}]
+    if stream:
+        with client.messages.stream(model="fake-model", max_tokens=5, system="Sys.", messages=question, metadata={"pcp_thread": "meta-thread"}) as s:  # type: ignore[typeddict-unknown-key]
+            message = s.get_final_message()
+            headers = s.response.headers
+    else:
+        raw = client.messages.with_raw_response.create(model="fake-model", max_tokens=5, system="Sys.", messages=question, metadata={"pcp_thread": "meta-thread"})  # type: ignore[typeddict-unknown-key]
+        message, headers = raw.parse(), raw.headers
+    assert message.content[0].text == "plain" and message.usage.input_tokens == 7  # type: ignore[union-attr]
+    assert headers["x-pcp-mode"] == "off" and headers["x-pcp-thread"] == "meta-thread"
+    sent = _sent(upstream)
+    assert sent["messages"] == [{"role": "system", "content": "Sys."}, {"role": "user", "content": "Hi"}] and "metadata" not in sent
+
+
 @pytest.mark.parametrize(
     ("body", "fragment"),
     [

@@ -225,6 +225,18 @@ def test_a_long_chain_of_responses_is_paged_within_the_budget(gw: GatewayProcess
     assert raw.headers["x-pcp-pages"].endswith("/13")  # every earlier turn of the chain is a page of one thread
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_pass_through_and_metadata_thread(gw: GatewayProcess, upstream: FakeUpstream, stream: bool) -> None:
+    client = _client(gw, **{"X-PCP-Mode": "off"})
+    upstream.script(Reply(content="plain", usage=Usage(prompt_tokens=7, completion_tokens=1)))
+    raw = client.responses.with_raw_response.create(model="fake-model", input="Hi", instructions="Sys.", metadata={"pcp_thread": "meta-thread"}, stream=stream)
+    response = [e for e in raw.parse() if e.type == "response.completed"][0].response if stream else raw.parse()  # type: ignore[union-attr, attr-defined]
+    assert response.output_text == "plain" and response.usage.input_tokens == 7
+    assert raw.headers["x-pcp-mode"] == "off" and raw.headers["x-pcp-thread"] == "meta-thread"
+    sent = _sent(upstream)
+    assert sent["messages"] == [{"role": "system", "content": "Sys."}, {"role": "user", "content": "Hi"}] and "metadata" not in sent
+
+
 @pytest.mark.parametrize(
     ("body", "param"),
     [
