@@ -233,7 +233,10 @@ def _params(data: Mapping[str, Any]) -> dict[str, Any]:
 def parse_messages_request(body: bytes, models: Collection[str], meta: RequestMeta) -> ChatRequest:
     """Validate a `POST /v1/messages` body into a chat request; raise InvalidRequest / ModelNotFound."""
     data = json_object(body)
-    messages = [*_system(data.get("system")), *_messages(data.get("messages"))]
+    conversation = _messages(data.get("messages"))
+    if not conversation:
+        raise InvalidRequest("messages hold no content (thinking blocks alone are not a turn)", param="messages")
+    messages = [*_system(data.get("system")), *conversation]
     params = _params(data)
     stream = data.get("stream")
     if stream is not None and not isinstance(stream, bool):

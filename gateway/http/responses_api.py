@@ -246,6 +246,8 @@ def parse_responses_request(body: bytes, models: Collection[str]) -> ResponsesCa
     if "input" not in data:
         raise InvalidRequest("you must provide an input parameter", param="input")
     turn = input_messages(data["input"])
+    if not turn:
+        raise InvalidRequest("input has no message or tool output (reasoning items alone are not a turn)", param="input")
     instructions = data.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise InvalidRequest("instructions must be a string", param="instructions")
@@ -344,7 +346,7 @@ def reply_message(output: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         for item in output
         if item["type"] == "function_call"
     ]
-    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    message: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
     if calls:
         message["tool_calls"] = calls
     return message

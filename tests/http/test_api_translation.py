@@ -94,7 +94,7 @@ def test_responses_parameters_map_to_chat() -> None:
     assert call.echo["metadata"]["other"] == "kept in the echo only"
     assert _responses(text={"format": {"type": "json_object"}}).params["response_format"] == {"type": "json_object"}
     assert "response_format" not in _responses(text={"format": {"type": "text"}}).params
-    for bad in ({"text": {"format": {"type": "xml"}}}, {"metadata": 5}, {"instructions": 5}, {"previous_response_id": ""}, {"tools": {}}):
+    for bad in ({"input": [{"type": "reasoning", "summary": []}]}, {"text": {"format": {"type": "xml"}}}, {"metadata": 5}, {"instructions": 5}, {"previous_response_id": ""}, {"tools": {}}):
         with pytest.raises(InvalidRequest):
             _responses(**bad)
 
@@ -190,6 +190,7 @@ def test_messages_blocks_map_to_chat() -> None:
         {"messages": [{"role": "user", "content": [5]}]},
         {"messages": [{"role": "user", "content": 5}]},
         {"messages": [{"role": "assistant", "content": [{"type": "image"}]}]},
+        {"messages": [{"role": "user", "content": []}]},
     ],
 )
 def test_messages_bad_input_is_refused(body: dict[str, Any]) -> None:

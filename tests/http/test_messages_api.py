@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import anthropic
@@ -32,9 +32,23 @@ def gw(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         yield process
 
 
-def _client(gw: GatewayProcess, key: str = "sk-tenant-m", *, bearer: bool = False, **headers: str) -> anthropic.Anthropic:
-    auth: dict[str, Any] = {"auth_token": key} if bearer else {"api_key": key}
-    return anthropic.Anthropic(base_url=gw.root_url, max_retries=0, default_headers=headers, **auth)
+Connect = Callable[..., anthropic.Anthropic]
+
+
+@pytest.fixture
+def connect(gw: GatewayProcess) -> Iterator[Connect]:
+    """`connect(key=..., bearer=False, **headers)`: an SDK client on the gateway (the key sent as `x-api-key`,
+    or as a bearer token), closed after the test."""
+    made: list[anthropic.Anthropic] = []
+
+    def make(key: str = "sk-tenant-m", *, bearer: bool = False, **headers: str) -> anthropic.Anthropic:
+        auth: dict[str, Any] = {"auth_token": key} if bearer else {"api_key": key}
+        made.append(anthropic.Anthropic(base_url=gw.root_url, max_retries=0, default_headers=headers, **auth))
+        return made[-1]
+
+    yield make
+    for client in made:
+        client.close()
 
 
 def _thread() -> str:
@@ -56,9 +70,9 @@ def _conversation(turns: int) -> list[dict[str, Any]]:
     return messages
 
 
-def test_system_and_a_multi_turn_conversation(gw: GatewayProcess, upstream: FakeUpstream) -> None:
+def test_system_and_a_multi_turn_conversation(gw: GatewayProcess, upstream: FakeUpstream, connect: Connect) -> None:
     upstream.script(Reply(content="Paris.", usage=Usage(prompt_tokens=30, completion_tokens=2)))
-    raw = _client(gw, **{"X-PCP-Thread": _thread()}).messages.with_raw_response.create(
+    raw = connect(**{"X-PCP-Thread": _thread()}).messages.with_raw_response.create(
         model="fake-model",
         max_tokens=100,
         system="You are a geography tutor.",
@@ -85,8 +99,8 @@ def test_system_and_a_multi_turn_conversation(gw: GatewayProcess, upstream: Fake
     assert raw.headers["x-pcp-rounds"] == "1"
 
 
-def test_system_blocks_and_an_image_pass_through(gw: GatewayProcess, upstream: FakeUpstream) -> None:
-    _client(gw, **{"X-PCP-Thread": _thread()}).messages.create(
+def test_system_blocks_and_an_image_pass_through(gw: GatewayProcess, upstream: FakeUpstream, connect: Connect) -> None:
+    connect(**{"X-PCP-Thread": _thread()}).messages.create(
         model="fake-model",
         max_tokens=50,
         system=[{"type": "text", "text": "Part one."}, {"type": "text", "text": "Part two.", "cache_control": {"type": "ephemeral"}}],
@@ -103,9 +117,9 @@ def test_system_blocks_and_an_image_pass_through(gw: GatewayProcess, upstream: F
     ]}  # fmt: skip
 
 
-def test_streamed_text_has_the_messages_events(gw: GatewayProcess, upstream: FakeUpstream) -> None:
+def test_streamed_text_has_the_messages_events(gw: GatewayProcess, upstream: FakeUpstream, connect: Connect) -> None:
     upstream.script(Reply(content="Streaming works fine.", chunk_size=5, usage=Usage(prompt_tokens=21, completion_tokens=4)))
-    client = _client(gw, **{"X-PCP-Thread": _thread()})
+    client = connect(**{"X-PCP-Thread": _thread()})
     events = list(client.messages.create(model="fake-model", max_tokens=64, messages=[{"role": "user", "content": "Say something"}], stream=True))
     types = [e.type for e in events]
     assert types[:2] == ["message_start", "content_block_start"] and types[-3:] == ["content_block_stop", "message_delta", "message_stop"]
@@ -114,9 +128,9 @@ def test_streamed_text_has_the_messages_events(gw: GatewayProcess, upstream: Fak
     assert delta.delta.stop_reason == "end_turn" and delta.usage.output_tokens == 4 and delta.usage.input_tokens == 21  # type: ignore[union-attr]
 
 
-def test_the_stream_helper_accumulates_the_final_message(gw: GatewayProcess, upstream: FakeUpstream) -> None:
+def test_the_stream_helper_accumulates_the_final_message(gw: GatewayProcess, upstream: FakeUpstream, connect: Connect) -> None:
     upstream.script(Reply(content="Helper text, in pieces.", chunk_size=3, usage=Usage(prompt_tokens=9, completion_tokens=5)))
-    with _client(gw, **{"X-PCP-Thread": _thread()}).messages.stream(
+    with connect(**{"X-PCP-Thread": _thread()}).messages.stream(
         model="fake-model", max_tokens=64, system="Be nice.", messages=[{"role": "user", "content": "Hi"}]
     ) as stream:
         text = "".join(stream.text_stream)
@@ -126,8 +140,8 @@ def test_the_stream_helper_accumulates_the_final_message(gw: GatewayProcess, ups
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_a_tool_use_tool_result_round_trip(gw: GatewayProcess, upstream: FakeUpstream, stream: bool) -> None:
-    client = _client(gw, **{"X-PCP-Thread": _thread()})
+def test_a_tool_use_tool_result_round_trip(gw: GatewayProcess, upstream: FakeUpstream, stream: bool, connect: Connect) -> None:
+    client = connect(**{"X-PCP-Thread": _thread()})
     upstream.script(
         Reply(content="Let me check.", tool_calls=[ToolCall("get_weather", '{"city": "Paris"}', id="toolu_01")]),
         Reply(content="It is sunny in Paris."),
@@ -167,9 +181,9 @@ def _consult_then_answer(recorded: Recorded) -> Reply:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_zoom_rounds_stay_inside_the_gateway(gw: GatewayProcess, upstream: FakeUpstream, stream: bool) -> None:
+def test_zoom_rounds_stay_inside_the_gateway(gw: GatewayProcess, upstream: FakeUpstream, stream: bool, connect: Connect) -> None:
     upstream.script(_consult_then_answer, _consult_then_answer)
-    client = _client(gw, **{"X-PCP-Thread": _thread()})
+    client = connect(**{"X-PCP-Thread": _thread()})
     messages: list[Any] = [*_conversation(20), {"role": "user", "content": "What was the fact about hiking boots in case 4?"}]
     if stream:
         with client.messages.stream(model="fake-model", max_tokens=100, messages=messages) as s:
@@ -180,9 +194,9 @@ def test_zoom_rounds_stay_inside_the_gateway(gw: GatewayProcess, upstream: FakeU
     assert message.stop_reason == "end_turn" and _sent(upstream)["messages"][-1]["role"] == "tool"
 
 
-def test_a_long_conversation_is_paged_within_the_budget(gw: GatewayProcess, upstream: FakeUpstream) -> None:
+def test_a_long_conversation_is_paged_within_the_budget(gw: GatewayProcess, upstream: FakeUpstream, connect: Connect) -> None:
     messages: list[Any] = [*_conversation(40), {"role": "user", "content": "What was the key fact about jazz chords?"}]
-    raw = _client(gw, **{"X-PCP-Thread": _thread(), "X-PCP-Budget": "900"}).messages.with_raw_response.create(
+    raw = connect(**{"X-PCP-Thread": _thread(), "X-PCP-Budget": "900"}).messages.with_raw_response.create(
         model="fake-model", max_tokens=100, system="You remember things.", messages=messages
     )
     assert raw.parse().content[0].text == "ok"  # type: ignore[union-attr]
@@ -193,20 +207,20 @@ def test_a_long_conversation_is_paged_within_the_budget(gw: GatewayProcess, upst
     assert raw.headers["x-pcp-pages"].endswith("/40")
 
 
-def test_x_api_key_and_bearer_are_the_same_tenant(gw: GatewayProcess, upstream: FakeUpstream) -> None:
+def test_x_api_key_and_bearer_are_the_same_tenant(gw: GatewayProcess, upstream: FakeUpstream, connect: Connect) -> None:
     key, opener = f"sk-{uuid.uuid4().hex[:8]}", f"Hello {uuid.uuid4().hex[:8]}"
     question: list[Any] = [{"role": "user", "content": opener}]
-    by_key = _client(gw, key).messages.with_raw_response.create(model="fake-model", max_tokens=10, messages=question)
-    by_bearer = _client(gw, key, bearer=True).messages.with_raw_response.create(model="fake-model", max_tokens=10, messages=question)
-    other = _client(gw, key + "x").messages.with_raw_response.create(model="fake-model", max_tokens=10, messages=question)
+    by_key = connect(key).messages.with_raw_response.create(model="fake-model", max_tokens=10, messages=question)
+    by_bearer = connect(key, bearer=True).messages.with_raw_response.create(model="fake-model", max_tokens=10, messages=question)
+    other = connect(key + "x").messages.with_raw_response.create(model="fake-model", max_tokens=10, messages=question)
     assert by_key.headers["x-pcp-thread"] == by_bearer.headers["x-pcp-thread"] != other.headers["x-pcp-thread"]
     assert upstream.chat_requests[-1].headers["authorization"] == "Bearer sk-upstream"  # the client's key never goes upstream
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_pass_through_and_metadata_thread(gw: GatewayProcess, upstream: FakeUpstream, stream: bool) -> None:
+def test_pass_through_and_metadata_thread(gw: GatewayProcess, upstream: FakeUpstream, stream: bool, connect: Connect) -> None:
     upstream.script(Reply(content="plain", usage=Usage(prompt_tokens=7, completion_tokens=1)))
-    client = _client(gw, **{"X-PCP-Mode": "off"})
+    client = connect(**{"X-PCP-Mode": "off"})
     question: list[Any] = [{"role": "user", "content": "Hi"}]
     if stream:
         with client.messages.stream(model="fake-model", max_tokens=5, system="Sys.", messages=question, metadata={"pcp_thread": "meta-thread"}) as s:  # type: ignore[typeddict-unknown-key]
@@ -240,8 +254,8 @@ def test_bad_input_is_an_anthropic_shaped_400(gw: GatewayProcess, body: dict[str
     assert payload["type"] == "error" and payload["error"]["type"] == "invalid_request_error" and fragment in payload["error"]["message"]
 
 
-def test_sdk_errors_have_anthropic_types(gw: GatewayProcess, upstream: FakeUpstream) -> None:
-    client = _client(gw)
+def test_sdk_errors_have_anthropic_types(gw: GatewayProcess, upstream: FakeUpstream, connect: Connect) -> None:
+    client = connect()
     with pytest.raises(anthropic.NotFoundError) as missing:
         client.messages.create(model="claude-nonexistent", max_tokens=10, messages=[{"role": "user", "content": "x"}])
     assert missing.value.body == {"type": "error", "error": {"type": "not_found_error", "message": missing.value.body["error"]["message"]}}  # type: ignore[index]
@@ -254,11 +268,11 @@ def test_sdk_errors_have_anthropic_types(gw: GatewayProcess, upstream: FakeUpstr
     assert httpx.get(gw.root_url + "/v1/messages").json()["type"] == "error"  # wrong method: still Anthropic's shape
 
 
-def test_a_stream_failing_midway_ends_with_an_error_event(gw: GatewayProcess, upstream: FakeUpstream) -> None:
+def test_a_stream_failing_midway_ends_with_an_error_event(gw: GatewayProcess, upstream: FakeUpstream, connect: Connect) -> None:
     upstream.script(BrokenStream(content_before="partial answer"))
     seen: list[str] = []
     with pytest.raises(anthropic.APIStatusError):
-        for event in _client(gw, **{"X-PCP-Thread": _thread()}).messages.create(
+        for event in connect(**{"X-PCP-Thread": _thread()}).messages.create(
             model="fake-model", max_tokens=10, messages=[{"role": "user", "content": "x"}], stream=True
         ):
             seen.append(event.type)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -33,8 +33,21 @@ def gw(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         yield process
 
 
-def _client(gw: GatewayProcess, key: str = "sk-tenant-r", **headers: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=gw.base_url, api_key=key, max_retries=0, default_headers=headers)
+Connect = Callable[..., openai.OpenAI]
+
+
+@pytest.fixture
+def connect(gw: GatewayProcess) -> Iterator[Connect]:
+    """`connect(key=..., **headers)`: an SDK client on the gateway, closed after the test."""
+    made: list[openai.OpenAI] = []
+
+    def make(key: str = "sk-tenant-r", **headers: str) -> openai.OpenAI:
+        made.append(openai.OpenAI(base_url=gw.base_url, api_key=key, max_retries=0, default_headers=headers))
+        return made[-1]
+
+    yield make
+    for client in made:
+        client.close()
 
 
 def _thread() -> str:
@@ -57,9 +70,9 @@ def _items(turns: int) -> list[dict[str, Any]]:
     return items
 
 
-def test_string_input_with_instructions(gw: GatewayProcess, upstream: FakeUpstream) -> None:
+def test_string_input_with_instructions(gw: GatewayProcess, upstream: FakeUpstream, connect: Connect) -> None:
     upstream.script(Reply(content="Hello there.", usage=Usage(prompt_tokens=12, completion_tokens=3)))
-    raw = _client(gw, **{"X-PCP-Thread": _thread()}).responses.with_raw_response.create(model="fake-model", input="Hi", instructions="Be brief.")
+    raw = connect(**{"X-PCP-Thread": _thread()}).responses.with_raw_response.create(model="fake-model", input="Hi", instructions="Be brief.")
     response = raw.parse()
     assert response.output_text == "Hello there." and response.status == "completed"
     assert response.id.startswith("resp_") and response.model == "fake-model" and response.instructions == "Be brief."
@@ -71,7 +84,7 @@ def test_string_input_with_instructions(gw: GatewayProcess, upstream: FakeUpstre
     assert raw.headers["x-pcp-rounds"] == "1" and raw.headers["x-pcp-response-id"] == response.id
 
 
-def test_items_become_chat_messages(gw: GatewayProcess, upstream: FakeUpstream) -> None:
+def test_items_become_chat_messages(gw: GatewayProcess, upstream: FakeUpstream, connect: Connect) -> None:
     items = [
         {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Answer in French."}]},
         {"role": "user", "content": "What is 2+2?"},
@@ -79,7 +92,7 @@ def test_items_become_chat_messages(gw: GatewayProcess, upstream: FakeUpstream) 
         {"type": "reasoning", "id": "rs_1", "summary": []},
         {"role": "user", "content": [{"type": "input_text", "text": "And 3+3? "}, {"type": "input_text", "text": "Quickly."}]},
     ]
-    response = _client(gw, **{"X-PCP-Thread": _thread()}).responses.create(model="fake-model", input=items, temperature=0.2, max_output_tokens=50)  # type: ignore[arg-type]
+    response = connect(**{"X-PCP-Thread": _thread()}).responses.create(model="fake-model", input=items, temperature=0.2, max_output_tokens=50)  # type: ignore[arg-type]
     assert response.output_text == "ok"
     sent = _sent(upstream)
     assert sent["messages"][0]["role"] in ("system", "developer") and "Answer in French." in sent["messages"][0]["content"]
@@ -91,8 +104,8 @@ def test_items_become_chat_messages(gw: GatewayProcess, upstream: FakeUpstream) 
     assert sent["temperature"] == 0.2 and sent["max_tokens"] == 50
 
 
-def test_previous_response_id_rebuilds_the_conversation(gw: GatewayProcess, upstream: FakeUpstream) -> None:
-    client = _client(gw)
+def test_previous_response_id_rebuilds_the_conversation(gw: GatewayProcess, upstream: FakeUpstream, connect: Connect) -> None:
+    client = connect()
     opener = f"My name is Ada {uuid.uuid4().hex[:6]}."
     upstream.script(Reply(content="Nice to meet you, Ada."), Reply(content="You are Ada."), Reply(content="Still Ada."))
     first = client.responses.with_raw_response.create(model="fake-model", input=opener, instructions="You are terse.")
@@ -114,9 +127,9 @@ def test_previous_response_id_rebuilds_the_conversation(gw: GatewayProcess, upst
     assert [m["content"] for m in _sent(upstream)["messages"] if m["role"] == "user"] == [opener, "What is my name?", "Again?"]
 
 
-def test_streamed_text_has_the_responses_events(gw: GatewayProcess, upstream: FakeUpstream) -> None:
+def test_streamed_text_has_the_responses_events(gw: GatewayProcess, upstream: FakeUpstream, connect: Connect) -> None:
     upstream.script(Reply(content="Streaming works fine.", chunk_size=5, usage=Usage(prompt_tokens=20, completion_tokens=4)))
-    client = _client(gw, **{"X-PCP-Thread": _thread()})
+    client = connect(**{"X-PCP-Thread": _thread()})
     events = list(client.responses.create(model="fake-model", input="Say something", stream=True))
     types = [e.type for e in events]
     assert types[:4] == ["response.created", "response.in_progress", "response.output_item.added", "response.content_part.added"]
@@ -130,16 +143,16 @@ def test_streamed_text_has_the_responses_events(gw: GatewayProcess, upstream: Fa
     assert {"role": "assistant", "content": "Streaming works fine."} in _sent(upstream)["messages"]
 
 
-def test_stream_helper_accumulates_the_final_response(gw: GatewayProcess, upstream: FakeUpstream) -> None:
+def test_stream_helper_accumulates_the_final_response(gw: GatewayProcess, upstream: FakeUpstream, connect: Connect) -> None:
     upstream.script(Reply(content="Helper text."))
-    with _client(gw, **{"X-PCP-Thread": _thread()}).responses.stream(model="fake-model", input="Hi") as stream:
+    with connect(**{"X-PCP-Thread": _thread()}).responses.stream(model="fake-model", input="Hi") as stream:
         final = stream.get_final_response()
     assert final.output_text == "Helper text." and final.status == "completed"
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_a_function_tool_round_trip(gw: GatewayProcess, upstream: FakeUpstream, stream: bool) -> None:
-    client = _client(gw, **{"X-PCP-Thread": _thread()})
+def test_a_function_tool_round_trip(gw: GatewayProcess, upstream: FakeUpstream, stream: bool, connect: Connect) -> None:
+    client = connect(**{"X-PCP-Thread": _thread()})
     upstream.script(Reply(content=None, tool_calls=[ToolCall("get_weather", '{"city": "Paris"}', id="call_w1")]), Reply(content="It is sunny in Paris."))
     if stream:
         events = list(client.responses.create(model="fake-model", input="Weather in Paris?", tools=[WEATHER], tool_choice="auto", stream=True))  # type: ignore[list-item]
@@ -164,7 +177,7 @@ def test_a_function_tool_round_trip(gw: GatewayProcess, upstream: FakeUpstream, 
     assert messages[-1] == {"role": "tool", "tool_call_id": "call_w1", "content": "sunny, 24 C"}
 
 
-def test_function_calls_in_the_input_items_pair_with_their_outputs(gw: GatewayProcess, upstream: FakeUpstream) -> None:
+def test_function_calls_in_the_input_items_pair_with_their_outputs(gw: GatewayProcess, upstream: FakeUpstream, connect: Connect) -> None:
     items = [
         {"role": "user", "content": "Weather in Oslo and Rome?"},
         {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": '{"city":"Oslo"}'},
@@ -172,7 +185,7 @@ def test_function_calls_in_the_input_items_pair_with_their_outputs(gw: GatewayPr
         {"type": "function_call_output", "call_id": "c1", "output": "cold"},
         {"type": "function_call_output", "call_id": "c2", "output": [{"type": "input_text", "text": "warm"}]},
     ]
-    _client(gw, **{"X-PCP-Thread": _thread()}).responses.create(model="fake-model", input=items, tools=[WEATHER])  # type: ignore[arg-type, list-item]
+    connect(**{"X-PCP-Thread": _thread()}).responses.create(model="fake-model", input=items, tools=[WEATHER])  # type: ignore[arg-type, list-item]
     messages = _sent(upstream)["messages"]
     assert [c["id"] for c in messages[-3]["tool_calls"]] == ["c1", "c2"]
     assert messages[-2:] == [{"role": "tool", "tool_call_id": "c1", "content": "cold"}, {"role": "tool", "tool_call_id": "c2", "content": "warm"}]
@@ -185,9 +198,9 @@ def _consult_then_answer(recorded: Recorded) -> Reply:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_zoom_rounds_stay_inside_the_gateway(gw: GatewayProcess, upstream: FakeUpstream, stream: bool) -> None:
+def test_zoom_rounds_stay_inside_the_gateway(gw: GatewayProcess, upstream: FakeUpstream, stream: bool, connect: Connect) -> None:
     upstream.script(_consult_then_answer, _consult_then_answer)
-    client = _client(gw, **{"X-PCP-Thread": _thread()})
+    client = connect(**{"X-PCP-Thread": _thread()})
     items = [*_items(20), {"role": "user", "content": "What was the fact about hiking boots in case 4?"}]
     if stream:
         events = list(client.responses.create(model="fake-model", input=items, stream=True))  # type: ignore[arg-type]
@@ -200,9 +213,9 @@ def test_zoom_rounds_stay_inside_the_gateway(gw: GatewayProcess, upstream: FakeU
     assert _sent(upstream)["messages"][-1]["role"] == "tool"  # the second round carried the consult's result
 
 
-def test_a_long_conversation_is_paged_within_the_budget(gw: GatewayProcess, upstream: FakeUpstream) -> None:
+def test_a_long_conversation_is_paged_within_the_budget(gw: GatewayProcess, upstream: FakeUpstream, connect: Connect) -> None:
     items = [*_items(40), {"role": "user", "content": "What was the key fact about jazz chords?"}]
-    raw = _client(gw, **{"X-PCP-Thread": _thread(), "X-PCP-Budget": "900"}).responses.with_raw_response.create(model="fake-model", input=items)  # type: ignore[arg-type]
+    raw = connect(**{"X-PCP-Thread": _thread(), "X-PCP-Budget": "900"}).responses.with_raw_response.create(model="fake-model", input=items)  # type: ignore[arg-type]
     assert raw.parse().output_text == "ok"
     sent = _sent(upstream)["messages"]
     assert "<PagedContext" in sent[0]["content"] and len(sent) == 1 + 4 + 1
@@ -210,8 +223,8 @@ def test_a_long_conversation_is_paged_within_the_budget(gw: GatewayProcess, upst
     assert int(raw.headers["x-pcp-history-tokens"]) > 900 and raw.headers["x-pcp-pages"].endswith("/40")
 
 
-def test_a_long_chain_of_responses_is_paged_within_the_budget(gw: GatewayProcess, upstream: FakeUpstream) -> None:
-    client = _client(gw, f"sk-chain-{uuid.uuid4().hex[:6]}", **{"X-PCP-Budget": "700"})
+def test_a_long_chain_of_responses_is_paged_within_the_budget(gw: GatewayProcess, upstream: FakeUpstream, connect: Connect) -> None:
+    client = connect(f"sk-chain-{uuid.uuid4().hex[:6]}", **{"X-PCP-Budget": "700"})
     previous: str | None = None
     for i in range(14):
         topic = TOPICS[i % len(TOPICS)]
@@ -226,8 +239,8 @@ def test_a_long_chain_of_responses_is_paged_within_the_budget(gw: GatewayProcess
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_pass_through_and_metadata_thread(gw: GatewayProcess, upstream: FakeUpstream, stream: bool) -> None:
-    client = _client(gw, **{"X-PCP-Mode": "off"})
+def test_pass_through_and_metadata_thread(gw: GatewayProcess, upstream: FakeUpstream, stream: bool, connect: Connect) -> None:
+    client = connect(**{"X-PCP-Mode": "off"})
     upstream.script(Reply(content="plain", usage=Usage(prompt_tokens=7, completion_tokens=1)))
     raw = client.responses.with_raw_response.create(model="fake-model", input="Hi", instructions="Sys.", metadata={"pcp_thread": "meta-thread"}, stream=stream)
     response = [e for e in raw.parse() if e.type == "response.completed"][0].response if stream else raw.parse()  # type: ignore[union-attr, attr-defined]
@@ -259,8 +272,8 @@ def test_bad_input_is_an_openai_shaped_400(gw: GatewayProcess, body: dict[str, A
     assert error["type"] == "invalid_request_error" and error["param"] == param and error["message"]
 
 
-def test_unknown_model_and_unknown_previous_response(gw: GatewayProcess, upstream: FakeUpstream) -> None:
-    client = _client(gw)
+def test_unknown_model_and_unknown_previous_response(gw: GatewayProcess, upstream: FakeUpstream, connect: Connect) -> None:
+    client = connect()
     with pytest.raises(openai.NotFoundError) as missing_model:
         client.responses.create(model="no-such-model", input="x")
     assert missing_model.value.code == "model_not_found"
@@ -270,17 +283,17 @@ def test_unknown_model_and_unknown_previous_response(gw: GatewayProcess, upstrea
     # a response is only visible to the API key that created it, and only when stored
     mine = client.responses.create(model="fake-model", input=f"secret {uuid.uuid4().hex}")
     with pytest.raises(openai.BadRequestError):
-        _client(gw, key="sk-someone-else").responses.create(model="fake-model", input="x", previous_response_id=mine.id)
+        connect(key="sk-someone-else").responses.create(model="fake-model", input="x", previous_response_id=mine.id)
     unstored = client.responses.create(model="fake-model", input="x", store=False)
     with pytest.raises(openai.BadRequestError):
         client.responses.create(model="fake-model", input="x", previous_response_id=unstored.id)
     assert len(upstream.chat_requests) == 2  # refused requests never reached the upstream
 
 
-def test_a_stream_failing_midway_ends_with_an_error_event(gw: GatewayProcess, upstream: FakeUpstream) -> None:
+def test_a_stream_failing_midway_ends_with_an_error_event(gw: GatewayProcess, upstream: FakeUpstream, connect: Connect) -> None:
     upstream.script(BrokenStream(content_before="partial answer"))
     events: list[Any] = []
     with pytest.raises(openai.APIError):
-        for event in _client(gw, **{"X-PCP-Thread": _thread()}).responses.create(model="fake-model", input="Hi", stream=True):
+        for event in connect(**{"X-PCP-Thread": _thread()}).responses.create(model="fake-model", input="Hi", stream=True):
             events.append(event)
     assert events[0].type == "response.created" and "response.completed" not in [e.type for e in events]
