@@ -20,6 +20,7 @@ from starlette.applications import Starlette
 from gateway.adapters.embedded_redis import EmbeddedRedis
 from gateway.adapters.embedder import MiniLMEmbedder
 from gateway.adapters.redis_store import RedisStore, open_redis
+from gateway.adapters.response_store import ResponseStore
 from gateway.adapters.job_queue import JobQueue
 from gateway.adapters.upstream import LiteLLMUpstream, Upstream
 from gateway.config import GatewayConfig
@@ -28,6 +29,7 @@ from gateway.service.background import Background
 from gateway.service.chat import ChatService
 from gateway.service.consolidator import Consolidator
 from gateway.service.inspection import ThreadInspector
+from gateway.service.responses import ResponseMemory
 
 __all__ = ["build_app", "open_services", "redis_url_for", "run_worker"]
 
@@ -101,11 +103,14 @@ def build_app(config: GatewayConfig, *, upstream: Upstream | None = None) -> Sta
             state.ping = services.store.ping
             state.chat = ChatService(services.upstream, services.store, config, services.embedder, services.consolidator)
             state.threads = ThreadInspector(services.store, services.consolidator)
+            ttl = int(config.store.responses_ttl_hours * 3600)
+            state.responses = ResponseMemory(ResponseStore(services.store.client, config.store.key_prefix, ttl))
             log.info("serving models: %s", ", ".join(config.model_names))
             try:
                 yield
             finally:
                 state.chat = state.threads = None
+                state.responses = None
                 state.ping = None
                 if background is not None:
                     await background.stop()

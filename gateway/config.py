@@ -70,6 +70,7 @@ class StoreSettings(_Strict):
     cluster: bool = False
     data_dir: Path = Path("./data")
     key_prefix: str = Field(default="pcp", min_length=1)
+    responses_ttl_hours: float = Field(default=720.0, gt=0)  # how long /v1/responses keeps a response for previous_response_id
 
 
 class PcpSettings(_Strict):

@@ -18,13 +18,17 @@ so a thread's keys share one slot and its multi-key transactions and scripts sta
 
 One key is not per thread: `<prefix>:threads`, a sorted set of `<tenant>:<thread>` scored by the time
 of the thread's last stored page, which the scheduler scans for idle buffers and merges.
+
+Responses API turns are kept per tenant, not per thread (a response id is all a client sends back):
+`<prefix>:response:<tenant>:<response id>`, a string of JSON with a TTL (see `response_store`). They need
+no hash tag: each is read and written alone.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ThreadKey", "ThreadKeys", "threads_key"]
+__all__ = ["ThreadKey", "ThreadKeys", "threads_key", "response_key"]
 
 
 @dataclass(frozen=True)
@@ -97,5 +101,10 @@ class ThreadKeys:
     def form(self) -> str:
         return self._key("form")
 
+
 def threads_key(prefix: str) -> str:
     return f"{prefix}:threads"
+
+
+def response_key(prefix: str, tenant: str, response_id: str) -> str:
+    return f"{prefix}:response:{tenant}:{response_id}"

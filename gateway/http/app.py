@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -15,50 +13,24 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from gateway.errors import GatewayError, InvalidRequest, PayloadTooLarge
+from gateway.errors import GatewayError, InvalidRequest
+from gateway.http.api_routes import api_routes, is_messages_path
+from gateway.http.edge import AppState, read_body, request_meta, sse_comment, sse_data
+from gateway.http.messages_api import anthropic_error
 from gateway.http.validation import parse_chat_request
-from gateway.service.chat import ChatService, Comment, StreamItem
+from gateway.service.chat import Comment, StreamItem
 from gateway.adapters.store_keys import ThreadKey
 from gateway.service.identity import tenant_of
-from gateway.service.inspection import ThreadInspector
-from gateway.service.request import RequestMeta
 
 __all__ = ["create_app", "AppState"]
 
 log = logging.getLogger("gateway.http")
 
 
-class AppState:
-    """What the routes need; filled by the composition root's lifespan."""
-
-    def __init__(self, *, models: Collection[str], max_body_bytes: int) -> None:
-        self.models = tuple(models)
-        self.max_body_bytes = max_body_bytes
-        self.chat: ChatService | None = None
-        self.threads: ThreadInspector | None = None
-        self.ping: Callable[[], Any] | None = None
-
-
-def _error_response(error: GatewayError) -> JSONResponse:
-    return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
-
-
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(f"the request body is larger than the limit of {limit} bytes")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"the request body is larger than the limit of {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _sse(data: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
+def _error_response(request: Request, error: GatewayError) -> JSONResponse:
+    """The one place errors become responses: Anthropic's shape on the Messages API, OpenAI's elsewhere."""
+    body = anthropic_error(error) if is_messages_path(request.url.path) else error.body()
+    return JSONResponse(body, status_code=error.status, headers=error.headers)
 
 
 async def _sse_body(first: StreamItem, items: AsyncIterator[StreamItem]) -> AsyncIterator[bytes]:
@@ -67,9 +39,9 @@ async def _sse_body(first: StreamItem, items: AsyncIterator[StreamItem]) -> Asyn
     try:
         while True:
             if isinstance(item, Comment):
-                yield b": " + item.text.encode() + b"\n\n"
+                yield sse_comment(item.text)
             elif isinstance(item, dict):
-                yield _sse(item)
+                yield sse_data(item)
             try:
                 item = await items.__anext__()
             except StopAsyncIteration:
@@ -77,10 +49,10 @@ async def _sse_body(first: StreamItem, items: AsyncIterator[StreamItem]) -> Asyn
         yield b"data: [DONE]\n\n"
     except GatewayError as exc:
         log.warning("stream failed mid-way: %s", exc.message)
-        yield _sse(exc.body())
+        yield sse_data(exc.body())
     except Exception:
         log.exception("stream failed mid-way")
-        yield _sse(GatewayError("the gateway failed while streaming").body())
+        yield sse_data(GatewayError("the gateway failed while streaming").body())
     finally:
         close = getattr(items, "aclose", None)
         if close is not None:
@@ -94,8 +66,8 @@ def create_app(
 
     async def chat_completions(request: Request) -> Response:
         assert state.chat is not None
-        body = await _read_body(request, state.max_body_bytes)
-        chat_request = parse_chat_request(body, state.models, _meta(request))
+        body = await read_body(request, state.max_body_bytes)
+        chat_request = parse_chat_request(body, state.models, request_meta(request))
         started = time.perf_counter()
         if not chat_request.stream:
             completion = await state.chat.complete(chat_request)
@@ -116,7 +88,7 @@ def create_app(
 
     async def thread_view(request: Request) -> Response:
         assert state.threads is not None
-        thread = ThreadKey(tenant_of(request.headers.get("authorization")), request.path_params["thread"])
+        thread = ThreadKey(tenant_of(request_meta(request).authorization), request.path_params["thread"])
         return JSONResponse(await state.threads.describe(thread))
 
     async def healthz(request: Request) -> Response:
@@ -127,17 +99,17 @@ def create_app(
         assert isinstance(exc, GatewayError)
         if exc.status >= 500:
             log.warning("%s %s -> %d %s", request.method, request.url.path, exc.status, exc.message)
-        return _error_response(exc)
+        return _error_response(request, exc)
 
     async def on_http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         error = InvalidRequest(str(exc.detail), code="not_found" if exc.status_code == 404 else None)
         error.status = exc.status_code
-        return _error_response(error)
+        return _error_response(request, error)
 
     async def on_unexpected(request: Request, exc: Exception) -> Response:
         log.exception("unexpected error on %s %s", request.method, request.url.path)
-        return _error_response(GatewayError("the gateway failed unexpectedly; see its log"))
+        return _error_response(request, GatewayError("the gateway failed unexpectedly; see its log"))
 
     routes = [
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
@@ -146,22 +118,12 @@ def create_app(
         Route("/models", list_models, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/pcp/threads/{thread}", thread_view, methods=["GET"]),
+        *api_routes(state),
     ]
     return Starlette(
         routes=routes,
         lifespan=lifespan,
         exception_handlers={GatewayError: on_gateway_error, HTTPException: on_http_error, Exception: on_unexpected},
-    )
-
-
-def _meta(request: Request) -> RequestMeta:
-    headers = request.headers
-    return RequestMeta(
-        authorization=headers.get("authorization"),
-        thread=headers.get("x-pcp-thread"),
-        time=headers.get("x-pcp-time"),
-        budget=headers.get("x-pcp-budget"),
-        pcp_off=headers.get("x-pcp-mode", "").strip().lower() == "off",
     )
 
 

@@ -7,13 +7,13 @@ with a 400 that names the parameter, before anything is stored or sent.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from gateway.errors import InvalidRequest, ModelNotFound
 from gateway.service.request import ChatRequest, RequestMeta
 
-__all__ = ["parse_chat_request"]
+__all__ = ["parse_chat_request", "json_object", "known_model"]
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
@@ -49,14 +49,30 @@ def _check_message(index: int, message: Any) -> None:
                 )
 
 
-def parse_chat_request(body: bytes, models: Collection[str], meta: RequestMeta | None = None) -> ChatRequest:
-    """Parse and validate a request body; raise InvalidRequest / ModelNotFound."""
+def json_object(body: bytes) -> dict[str, Any]:
+    """The request body as a JSON object; InvalidRequest otherwise."""
     try:
         data = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InvalidRequest(f"the request body is not valid JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise InvalidRequest("the request body must be a JSON object")
+    return data
+
+
+def known_model(data: Mapping[str, Any], models: Collection[str]) -> str:
+    """The body's `model`, checked against the configured names."""
+    model = data.get("model")
+    if not isinstance(model, str) or not model:
+        raise InvalidRequest("you must provide a model parameter", param="model")
+    if model not in models:
+        raise ModelNotFound(f"the model {model!r} does not exist; known models: {', '.join(models)}", param="model")
+    return model
+
+
+def parse_chat_request(body: bytes, models: Collection[str], meta: RequestMeta | None = None) -> ChatRequest:
+    """Parse and validate a request body; raise InvalidRequest / ModelNotFound."""
+    data = json_object(body)
     model = data.get("model")
     if not isinstance(model, str) or not model:
         raise InvalidRequest("you must provide a model parameter", param="model")
