@@ -86,7 +86,8 @@ class Replayer:
         self.stats = GatewayStats(replay_budget=int(pcp.get("budget_tokens", 4000)))
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"pcp-evidence-{name}-")))
         self.fake = stack.enter_context(FakeUpstream())
-        config = gateway_config(self.fake.url, tmp / "data", embedded=True, pcp={"budget_tokens": 4000, **pcp})
+        # the product's defaults (the test harness pages every request: raw_form off)
+        config = gateway_config(self.fake.url, tmp / "data", embedded=True, pcp={"budget_tokens": 4000, "raw_form": True, **pcp})
         config["server"]["max_body_bytes"] = 64_000_000  # a LongMemEval history is ~0.5 MB of JSON
         log(f"[{name}] starting the gateway (embedded Redis in {tmp}) ...")
         self.gw = GatewayProcess(config=config, workdir=tmp)

@@ -3,15 +3,19 @@
 A Logical Block (seed 004 §4.1.1) is the smallest unit of meaning: a user message, the execution chain that
 followed it (assistant tool calls and their results, parallel calls included) and the final assistant reply.
 
-The parser is a two-state machine, :data:`TRANSITIONS`. Each non-system message is classified as an
-:class:`Event`; the message always joins the current block (a new one is opened from ``IDLE``), and a
-transition that ends in ``IDLE`` seals the block:
+The parser is a three-state machine, :data:`TRANSITIONS`. Each non-system message is classified as an
+:class:`Event` and joins the current block (a new one is opened from ``IDLE``):
 
 * ``USER`` / ``CALL`` / ``RESULT`` open a block from ``IDLE`` or extend the open one (consecutive user
   messages, interruptions and client tool results all stay in one block);
-* ``REPLY`` (an assistant message without tool calls) seals the block. From ``IDLE`` it forms a block of its
-  own, which covers histories that start with an assistant message. Calls still unanswered when a final reply
-  arrives are abandoned: the reply closes the block.
+* ``REPLY`` (an assistant message without tool calls) makes the block ``REPLIED``; further replies join it (a
+  burst of assistant messages is one answer sent in pieces, as people do in messaging apps). From ``IDLE`` a
+  reply opens a block of its own, which covers histories that start with an assistant message. Calls still
+  unanswered when a final reply arrives are abandoned.
+* A ``USER`` message after a reply (:data:`SEALS`) seals the block and opens the next one; so does the end of
+  the list after a reply. A block sealed by the end of the list may still grow when the client sends more
+  replies after it: callers that reuse blocks across requests must not reuse that one
+  (:attr:`Segmentation.open_ended`).
 
 ``system`` and ``developer`` messages are the client's system prompt, not part of any block, wherever they are.
 
@@ -29,12 +33,13 @@ from typing import Any
 from gateway.core.errors import IllegalTransition
 from gateway.core.messages import SYSTEM_ROLES, message_role, message_text, tool_calls_of, transcript
 
-__all__ = ["Block", "BlockState", "Event", "Segmentation", "TRANSITIONS", "classify", "next_block_state", "split_blocks"]
+__all__ = ["Block", "BlockState", "Event", "SEALS", "Segmentation", "TRANSITIONS", "classify", "next_block_state", "split_blocks"]
 
 
 class BlockState(enum.Enum):
     IDLE = "IDLE"
     PROCESSING = "PROCESSING"
+    REPLIED = "REPLIED"
 
 
 class Event(enum.Enum):
@@ -48,12 +53,18 @@ TRANSITIONS: Mapping[tuple[BlockState, Event], BlockState] = {
     (BlockState.IDLE, Event.USER): BlockState.PROCESSING,
     (BlockState.IDLE, Event.CALL): BlockState.PROCESSING,
     (BlockState.IDLE, Event.RESULT): BlockState.PROCESSING,
-    (BlockState.IDLE, Event.REPLY): BlockState.IDLE,
+    (BlockState.IDLE, Event.REPLY): BlockState.REPLIED,
     (BlockState.PROCESSING, Event.USER): BlockState.PROCESSING,
     (BlockState.PROCESSING, Event.CALL): BlockState.PROCESSING,
     (BlockState.PROCESSING, Event.RESULT): BlockState.PROCESSING,
-    (BlockState.PROCESSING, Event.REPLY): BlockState.IDLE,
+    (BlockState.PROCESSING, Event.REPLY): BlockState.REPLIED,
+    (BlockState.REPLIED, Event.USER): BlockState.PROCESSING,  # in SEALS: the user message opens the next block
+    (BlockState.REPLIED, Event.REPLY): BlockState.REPLIED,
+    (BlockState.REPLIED, Event.CALL): BlockState.PROCESSING,
+    (BlockState.REPLIED, Event.RESULT): BlockState.PROCESSING,
 }
+# (state, event) pairs that seal the current block before the message opens the next one
+SEALS: frozenset[tuple[BlockState, Event]] = frozenset({(BlockState.REPLIED, Event.USER)})
 
 
 def next_block_state(state: BlockState, event: Event) -> BlockState:
@@ -80,7 +91,8 @@ class Block:
     ``messages`` are the original mappings in order, ``indexes`` their positions in the input list.
     ``anchor_text`` is the text of the block's user messages (newline-joined; empty without one).
     ``text`` is the transcript used as page content (see :func:`gateway.core.messages.transcript`).
-    ``reply_text`` is the text of the last assistant message; ``tool_names`` the functions called, in order.
+    ``reply_text`` is the text of the final reply (its consecutive assistant messages, newline-joined);
+    ``tool_names`` the functions called, in order.
     """
 
     messages: tuple[Mapping[str, Any], ...]
@@ -98,7 +110,8 @@ class Segmentation:
     ``system``: the system/developer messages, in order. ``blocks``: the sealed blocks. ``tail``: the messages of
     the open block (the live turn), in order. ``tail_start``: the input index of the first tail message, or the
     input length when the tail is empty; system messages after it are still in ``system``, not in ``tail``.
-    ``open_calls``: ids of tool calls in the tail still waiting for their result.
+    ``open_calls``: ids of tool calls in the tail still waiting for their result. ``open_ended``: the last
+    block was sealed by the end of the list, so a later request may extend it with more replies.
     """
 
     system: tuple[Mapping[str, Any], ...]
@@ -106,17 +119,23 @@ class Segmentation:
     tail: tuple[Mapping[str, Any], ...]
     tail_start: int
     open_calls: tuple[str, ...] = ()
+    open_ended: bool = False
 
 
 def _build_block(items: Sequence[tuple[int, Mapping[str, Any], str]]) -> Block:
     user_texts = [message_text(m) for _, m, _ in items if m.get("role") == "user"]
     assistant = [m for _, m, _ in items if m.get("role") == "assistant"]
+    final: list[Mapping[str, Any]] = []
+    for _, message, _ in reversed(items):
+        if message.get("role") != "assistant" or tool_calls_of(message):
+            break
+        final.insert(0, message)
     return Block(
         messages=tuple(m for _, m, _ in items),
         indexes=tuple(i for i, _, _ in items),
         anchor_text="\n".join(user_texts),
         text="\n".join(line for _, _, line in items),
-        reply_text=message_text(assistant[-1]) if assistant else "",
+        reply_text="\n".join(text for text in (message_text(m) for m in final) if text),
         tool_names=tuple(call.name for m in assistant for call in tool_calls_of(m)),
     )
 
@@ -138,6 +157,9 @@ def split_blocks(messages: Sequence[Mapping[str, Any]]) -> Segmentation:
             system.append(message)
             continue
         event = classify(role, message)
+        if (state, event) in SEALS:
+            blocks.append(_build_block(current))
+            current, pending = [], {}
         if event is Event.CALL:
             calls = [call for call in tool_calls_of(message) if call.id]
             call_names.update((call.id, call.name) for call in calls)
@@ -146,14 +168,15 @@ def split_blocks(messages: Sequence[Mapping[str, Any]]) -> Segmentation:
             pending.pop(str(message.get("tool_call_id")), None)
         current.append((index, message, transcript(message, call_names)))
         state = next_block_state(state, event)
-        if state is BlockState.IDLE:
-            blocks.append(_build_block(current))
-            current = []
-            pending = {}
+    open_ended = state is BlockState.REPLIED
+    if open_ended:
+        blocks.append(_build_block(current))
+        current, pending = [], {}
     return Segmentation(
         system=tuple(system),
         blocks=tuple(blocks),
         tail=tuple(m for _, m, _ in current),
         tail_start=current[0][0] if current else len(messages),
         open_calls=tuple(pending),
+        open_ended=open_ended,
     )

@@ -6,9 +6,10 @@ then no longer all-or-nothing: the message that matches comes whole, the rest is
 model can consult the page's id for everything.
 
 Units. A page's content is its transcript (``user: …`` / ``assistant: …`` / tool rows, one message per row, a
-message's own line breaks kept). Each message is one unit when it is short (:data:`UNIT_TOKENS`); a longer
-message is split into its lines, and a line that is still longer into its sentences. So a short user message
-is kept whole, and a long reply contributes only its matching lines.
+message's own line breaks kept). A speaker's run of consecutive messages (a burst: one thought sent in
+pieces) is one unit when it is short (:data:`UNIT_TOKENS`); otherwise each message is, when it is short; a
+longer message is split into its lines, and a line that is still longer into its sentences. So a short user
+message is kept whole, and a long reply contributes only its matching lines.
 
 Choice. A unit's score is the sum of the weights (IDF, from the thread) of the distinct query terms it
 contains. The options are nested: the best-scoring unit, the best two, ... — every proper subset of the page's
@@ -78,23 +79,44 @@ def _sentences(line: str) -> list[str]:
     return parts if "".join(parts) == line else [line]
 
 
+def _speaker(rows: Sequence[str]) -> str:
+    match = _MESSAGE_START.match(rows[0])
+    return match.group(0) if match else ""
+
+
+def _message_units(rows: Sequence[str], index: int, count: Callable[[str], int]) -> list[Unit]:
+    text = "\n".join(rows)
+    speaker = _speaker(rows)
+    tokens = count(text)
+    if tokens <= UNIT_TOKENS:
+        return [Unit(text, tokens, index, True, "\n", speaker)]
+    units: list[Unit] = []
+    for row_number, row in enumerate(rows):
+        pieces = _sentences(row) if count(row) > UNIT_TOKENS else [row]
+        for piece_number, piece in enumerate(pieces):
+            first = row_number == 0 and piece_number == 0
+            units.append(Unit(piece, count(piece), index, first, "\n" if piece_number == 0 else "", speaker))
+    return units
+
+
 def units_of(content: str, count: Callable[[str], int]) -> tuple[Unit, ...]:
     """The units of a page's ``content`` in document order (see the module docstring)."""
+    messages = _messages(content)
+    speakers = [_speaker(rows) for rows in messages]
     units: list[Unit] = []
-    for index, rows in enumerate(_messages(content)):
-        text = "\n".join(rows)
-        match = _MESSAGE_START.match(rows[0])
-        speaker = match.group(0) if match else ""
-        tokens = count(text)
-        if tokens <= UNIT_TOKENS:
-            units.append(Unit(text, tokens, index, True, "\n", speaker))
-            continue
-        for row_number, row in enumerate(rows):
-            pieces = _sentences(row) if count(row) > UNIT_TOKENS else [row]
-            for piece_number, piece in enumerate(pieces):
-                first = row_number == 0 and piece_number == 0
-                joiner = "\n" if piece_number == 0 else ""
-                units.append(Unit(piece, count(piece), index, first, joiner, speaker))
+    start = 0
+    while start < len(messages):
+        end = start + 1
+        while end < len(messages) and speakers[end] == speakers[start] and speakers[start].endswith(":"):
+            end += 1
+        turn = "\n".join(row for rows in messages[start:end] for row in rows)
+        tokens = count(turn) if end - start > 1 else UNIT_TOKENS + 1
+        if tokens <= UNIT_TOKENS:  # a speaker's run of short messages is one turn: one thought sent in pieces
+            units.append(Unit(turn, tokens, start, True, "\n", speakers[start]))
+        else:
+            for index in range(start, end):
+                units.extend(_message_units(messages[index], index, count))
+        start = end
     return tuple(units)
 
 

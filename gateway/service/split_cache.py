@@ -1,8 +1,9 @@
 """Splitting a request's history into blocks, reusing the work done for the thread's previous request.
 
 A client resends the whole history each turn. Sealed Logical Blocks never change when messages are
-appended, so the blocks (and page ids) of the history the previous request already had are kept per
-thread, and only the new messages are split and hashed. Checking that the old history is still a
+appended — except a block sealed only by the end of the list, which more replies may still extend — so the
+other blocks (and page ids) of the history the previous request already had are kept per thread, and only
+the new messages are split and hashed. Checking that the old history is still a
 prefix is one list comparison, done in C.
 """
 
@@ -28,11 +29,24 @@ class Split:
     sealed: int  # messages up to the end of the last sealed block: the part a later request can reuse
 
 
-def _split(messages: Sequence[Mapping[str, Any]], offset: int) -> Split:
+def _split(messages: Sequence[Mapping[str, Any]], offset: int) -> tuple[Split, int]:
+    """The split of `messages` (positions shifted by `offset`), and how many of its blocks a later request may
+    reuse: all but one sealed only by the end of the list."""
     segmentation = split_blocks(messages)
     blocks = segmentation.blocks
-    sealed = offset + (blocks[-1].indexes[-1] + 1 if blocks else 0)
-    return Split(segmentation.system, blocks, tuple(page_id(b.text) for b in blocks), segmentation.tail, sealed)
+    reusable = len(blocks) - 1 if segmentation.open_ended else len(blocks)
+    sealed = offset + (blocks[reusable - 1].indexes[-1] + 1 if reusable else 0)
+    return Split(segmentation.system, blocks, tuple(page_id(b.text) for b in blocks), segmentation.tail, sealed), reusable
+
+
+def _extends(messages: Sequence[Mapping[str, Any]], prefix: list[Mapping[str, Any]]) -> bool:
+    """Whether `messages` continue `prefix` so that its blocks stay as they were: the prefix is there, and the
+    first message after it that is not a system message (if any) is a user message — an assistant message
+    there would still belong to the prefix's last exchange."""
+    if len(messages) < len(prefix) or list(messages[: len(prefix)]) != prefix:
+        return False
+    following = next((m for m in messages[len(prefix) :] if m.get("role") not in SYSTEM_ROLES), None)
+    return not prefix or following is None or following.get("role") == "user"
 
 
 class SplitCache:
@@ -46,16 +60,17 @@ class SplitCache:
         """Split `messages`; raises what `split_blocks` raises for invalid messages."""
         cached = self._items.get(scope)
         result: Split
-        if cached is not None and len(messages) >= len(cached[0]) and list(messages[: len(cached[0])]) == cached[0]:
+        if cached is not None and _extends(messages, cached[0]):
             prefix, known = cached
-            rest = _split(messages[len(prefix) :], len(prefix))
+            rest, reusable = _split(messages[len(prefix) :], len(prefix))
             result = Split(known.system + rest.system, known.blocks + rest.blocks, known.ids + rest.ids, rest.tail,
-                           rest.sealed if rest.blocks else known.sealed)  # fmt: skip
+                           rest.sealed if reusable else known.sealed)  # fmt: skip
+            reusable += len(known.blocks)
         else:
-            result = _split(messages, 0)
+            result, reusable = _split(messages, 0)
         prefix = list(messages[: result.sealed])
         system = tuple(m for m in prefix if m.get("role") in SYSTEM_ROLES)  # later ones are re-read each time
-        self._items[scope] = (prefix, Split(system, result.blocks, result.ids, (), result.sealed))
+        self._items[scope] = (prefix, Split(system, result.blocks[:reusable], result.ids[:reusable], (), result.sealed))
         self._items.move_to_end(scope)
         if len(self._items) > self.capacity:
             self._items.popitem(last=False)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.core.blocks import TRANSITIONS, BlockState, Event, next_block_state, split_blocks
+from gateway.core.blocks import SEALS, TRANSITIONS, BlockState, Event, next_block_state, split_blocks
 from gateway.core.errors import IllegalTransition, InvalidMessage
 from gateway.core.messages import message_text
 
@@ -32,7 +32,9 @@ def result(call_id: str, text: str) -> Message:
 
 def test_table_is_the_seed_machine() -> None:
     assert next_block_state(BlockState.IDLE, Event.USER) is BlockState.PROCESSING
-    assert next_block_state(BlockState.PROCESSING, Event.REPLY) is BlockState.IDLE
+    assert next_block_state(BlockState.PROCESSING, Event.REPLY) is BlockState.REPLIED
+    assert next_block_state(BlockState.REPLIED, Event.REPLY) is BlockState.REPLIED
+    assert (BlockState.REPLIED, Event.USER) in SEALS
     assert len(TRANSITIONS) == len(BlockState) * len(Event)
 
 
@@ -229,6 +231,20 @@ def test_no_message_is_lost_and_order_is_kept(messages: list[Message]) -> None:
 @settings(max_examples=200, deadline=None)
 @given(_histories, st.integers(min_value=0, max_value=25))
 def test_sealed_blocks_never_change_when_the_history_grows(messages: list[Message], cut: int) -> None:
-    before = split_blocks(messages[:cut]).blocks
+    head = split_blocks(messages[:cut])
+    before = head.blocks[:-1] if head.open_ended else head.blocks  # one sealed by the end may take more replies
     after = split_blocks(messages).blocks
     assert after[: len(before)] == before
+
+
+def test_a_burst_of_replies_is_one_answer_and_the_next_user_message_seals_it() -> None:
+    seg = split_blocks([user("q1"), user("q1 again"), reply("a"), reply("b"), reply("c"), user("q2"), reply("d"), user("q3")])
+    assert [b.indexes for b in seg.blocks] == [(0, 1, 2, 3, 4), (5, 6)]
+    assert seg.blocks[0].reply_text == "a\nb\nc" and not seg.open_ended
+    assert [m["content"] for m in seg.tail] == ["q3"]
+    # a history that ends with a reply: its last block is sealed, but more replies may still extend it
+    ended = split_blocks([user("q1"), reply("a"), reply("b")])
+    assert [b.indexes for b in ended.blocks] == [(0, 1, 2)] and ended.open_ended and ended.tail == ()
+    # a tool call after a reply stays in the exchange; the final reply text is what follows the last call
+    chain = split_blocks([user("q"), reply("let me check"), call("c1"), result("c1", "r"), reply("found it"), user("next")])
+    assert [b.indexes for b in chain.blocks] == [(0, 1, 2, 3, 4)] and chain.blocks[0].reply_text == "found it"

@@ -17,15 +17,26 @@ BURST = "\n".join(
 )
 
 
+FILLER = [f"user: small talk number {k} about nothing in particular today" for k in range(25)]
+LONG_BURST = "\n".join(FILLER[:10] + BURST.split("\n")[1:3] + FILLER[10:] + BURST.split("\n")[3:])
+
+
 def weights(query: str) -> dict[str, float]:
     return {term: 1.0 for term in terms(query)}
 
 
-def test_a_short_message_is_one_unit_with_its_speaker() -> None:
+def test_a_speakers_short_run_of_messages_is_one_unit() -> None:
+    rows = BURST.split("\n")
     units = units_of(BURST, COUNT)
-    assert [u.text for u in units] == BURST.split("\n")
+    assert [u.text for u in units] == ["\n".join(rows[:3]), "\n".join(rows[3:])]
+    assert [u.speaker for u in units] == ["user:", "assistant:"] and all(u.first for u in units)
+
+
+def test_a_long_run_is_split_into_its_messages() -> None:
+    units = units_of(LONG_BURST, COUNT)
+    assert [u.text for u in units][:-1] == LONG_BURST.split("\n")[:-2]  # every user message on its own
+    assert units[-1].text == "\n".join(BURST.split("\n")[3:])  # the short assistant run stays whole
     assert all(u.first and u.joiner == "\n" for u in units)
-    assert [u.speaker for u in units] == ["user:"] * 3 + ["assistant:"] * 2
     multi = units_of("user: line one\nline two\nassistant → tool call f({})\ntool f result: 42", COUNT)
     assert [u.text for u in multi] == ["user: line one\nline two", "assistant → tool call f({})", "tool f result: 42"]
 
@@ -42,11 +53,12 @@ def test_a_long_message_is_split_into_lines_and_a_long_line_into_sentences() -> 
 
 
 def test_an_excerpt_keeps_the_matching_messages_verbatim_and_marks_what_was_left_out() -> None:
-    units = units_of(BURST, COUNT)
+    units = units_of(LONG_BURST, COUNT)
+    hiking = next(i for i, u in enumerate(units) if "hiking" in u.text)
     options = excerpt_options(units, weights("Where did she go hiking? Which dog?"), COUNT)
-    assert [o.chosen for o in options] == [(1,), (1, 4)]  # nested, best first; never all of the page
+    assert [o.chosen for o in options] == [(hiking,), (hiking, len(units) - 1)]  # nested, best first; never all
     assert options[0].text == f"{ELLIPSIS}\n{BURST.split(chr(10))[1]}\n{ELLIPSIS}"
-    assert options[1].text.endswith("assistant: also adopted a dog named Max")
+    assert options[1].text.endswith("assistant: good! I painted a sunset.\nassistant: also adopted a dog named Max")
     assert options[0].tokens == COUNT(options[0].text)
     assert 0 < options[0].coverage < options[1].coverage < 1
     assert excerpt_options(units, weights("quantum chromodynamics"), COUNT) == ()
@@ -64,22 +76,22 @@ def test_a_unit_from_inside_a_message_says_who_said_it() -> None:
 
 
 def test_coverage_follows_the_query_only_as_far_as_the_page_matches_it() -> None:
-    units = units_of(BURST, COUNT)
+    units = units_of(LONG_BURST, COUNT)
     # the page holds all of the query: the matching message is most of its worth
     strong = excerpt_options(units, weights("hiking Rainier"), COUNT)[0].coverage
     # the page shares one word of four with the query: the message holding it is worth about its size
     weak = excerpt_options(units, weights("hiking boots glacier crampons"), COUNT)[0].coverage
-    size = units[1].tokens / sum(u.tokens for u in units)
+    size = next(u for u in units if "hiking" in u.text).tokens / sum(u.tokens for u in units)
     assert strong > 0.8 and size < weak < strong
 
 
 def test_line_coverage_counts_the_units_the_line_quotes() -> None:
-    units = units_of(BURST, COUNT)
-    line = "[a1b2c3d4e5] User: hey there I went hiking at Mount Rainier yesterday. It was great. how are you …"
+    units = units_of("\n".join(BURST.split("\n")[1:2] + FILLER + BURST.split("\n")[3:]), COUNT)
+    line = "[a1b2c3d4e5] User: I went hiking at Mount Rainier yesterday. It was great. small talk number 0 about …"
     covered = line_coverage(units, weights("hiking"), line)
     assert covered == 1.0  # the page holds the whole query, and the line holds the message that matches
-    assert line_coverage(units, weights("hiking"), "[a1b2c3d4e5] User: hey there …") == 0.0
-    assert line_coverage(units, {}, line) == sum(u.tokens for u in units[:3]) / sum(u.tokens for u in units)
+    assert line_coverage(units, weights("hiking"), "[a1b2c3d4e5] User: small talk …") == 0.0
+    assert line_coverage(units, {}, line) == units[0].tokens / sum(u.tokens for u in units)
 
 
 def test_idf_weights_ignore_terms_no_page_has() -> None:
