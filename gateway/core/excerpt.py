@@ -195,8 +195,8 @@ def excerpt_options(
 
 def line_coverage(units: Sequence[Unit], weights: Mapping[str, float], line: str) -> float:
     """The share of a page its background ``line`` holds, by the same measure as an excerpt's coverage: the
-    units whose text is on the line (whitespace collapsed, as the line collapses it)."""
-    flat = " ".join(line.split())
+    units whose text is on the line verbatim."""
     scores, strength = _scores(units, weights)
-    inside = [i for i, unit in enumerate(units) if " ".join(_body(unit).split()) in flat]
+    # verbatim only: a line collapses whitespace, which loses a message's line breaks (and a code block's shape)
+    inside = [i for i, unit in enumerate(units) if _body(unit) in line]
     return _coverage(scores, strength, units, inside)

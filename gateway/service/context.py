@@ -274,7 +274,13 @@ class ContextBuilder:
         pages = {i: m.page for i, m in manifests.items()}
         pages.update(await self._store.pages(thread, detail_ids))
         weights = idf_weights(terms(match_text), [manifests[r].terms for r in flow.roots if r not in folded])
-        excerpts = {i: self._excerpts(thread, pages[i], weights, counter) for i in full if i in pages}
+        # a page whose line holds it whole is never cut: the line costs what an excerpt would, and the answer
+        # often sits in the message next to the one that matches
+        excerpts = {
+            i: self._excerpts(thread, pages[i], weights, counter)
+            for i in full
+            if i in pages and manifests[i].line is not LineHolds.CONTENT
+        }
 
         seen = await self._store.last_seen(thread, flow.roots)
         candidates = [

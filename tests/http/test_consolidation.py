@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -117,14 +117,18 @@ def test_three_topics_become_three_containers(consolidating: GatewayProcess, ups
             assert all(q in text for q in topic)  # each container was summarized from its own topic's pages
     assert [r for r in upstream.chat_requests if (r.body or {}).get("model") != "summarizer"] == []  # /save never calls the chat model
 
-    # from now on the context shows each container, and next to it its pages: all of them fit here
+    # from now on the context shows each container's pages one by one, as lines or nodes of their own (the
+    # budget spends what is left on the pages that match best, in Detail, rather than on the rest's lines)
     upstream.script(Reply(content="ok"))
     client(consolidating, thread).chat.completions.create(model="fake-model", messages=[*messages[:-1], {"role": "assistant", "content": "Saved."}, {"role": "user", "content": "What about the taper?"}])  # type: ignore[arg-type]
     text = upstream.chat_requests[-1].body["messages"][0]["content"]  # type: ignore[index]
     root = etree.fromstring(text[text.index("<PagedContext") :].encode())
     flow = root.find("Linear_Flow")
-    assert sorted(n.get("id") for n in flow if n.get("type") == "Consolidated") == sorted(r["id"] for r in roots)
-    assert {n.get("id") for n in flow if n.get("type") == "Original"} == {c["id"] for r in roots for c in r["children"]}
+    lines = set(re.findall(r"^\[([0-9a-f]+)\] ", root.findtext("Background_Context") or "", re.MULTILINE))
+    shown = {n.get("id") for n in flow} | lines  # as a node, or as a line or an excerpt in Background_Context
+    assert all({c["id"] for c in r["children"]} & shown for r in roots)
+    assert len({c["id"] for r in roots for c in r["children"]} & shown) >= 10
+    assert not any(n.get("view") == "Unpacked" for n in flow)  # the pages come one by one, not inside their container
 
 
 def test_a_chat_of_short_messages_freezes_at_the_exchanges_where_its_topics_change(
@@ -194,17 +198,22 @@ def test_a_question_about_one_exchange_of_a_topic_gets_that_exchange_and_consult
     assert views.get(container["id"]) == "Unpacked" and views.get(opened[0]) == "Detail"
 
 
-def _zoom_to_an_original(recorded: Recorded) -> Response:
-    """From the first container, consult the first node that can go deeper until an Original page is in
-    Detail, then answer."""
-    body = recorded.body or {}
-    results = [m["content"] for m in body.get("messages", []) if m.get("role") == "tool"]
-    if results and 'type="Original" view="Detail"' in results[-1]:
-        return Reply(content="found it")
-    text = results[-1] if results else body["messages"][0]["content"]
-    xml = etree.fromstring(text[text.index("<Node" if results else "<PagedContext") :].encode())
-    deepest = next(n for n in xml.iter("Node") if n.get("view") != "Unpacked" and (results or n.get("type") == "Consolidated"))
-    return Reply(content=None, tool_calls=[ToolCall("pcp_consult", json.dumps({"reason": "go deeper", "ids": [deepest.get("id")]}))])
+def _zoom_to_an_original(start: str) -> Callable[[Recorded], Response]:
+    """Consult the container `start` (shown as a node or as a line), then the first node of each tool result
+    that can go deeper, until an Original page is in Detail; then answer."""
+
+    def respond(recorded: Recorded) -> Response:
+        body = recorded.body or {}
+        results = [m["content"] for m in body.get("messages", []) if m.get("role") == "tool"]
+        if results and 'type="Original" view="Detail"' in results[-1]:
+            return Reply(content="found it")
+        target = start
+        if results:
+            xml = etree.fromstring(results[-1][results[-1].index("<Node") :].encode())
+            target = next(n for n in xml.iter("Node") if n.get("view") != "Unpacked").get("id")
+        return Reply(content=None, tool_calls=[ToolCall("pcp_consult", json.dumps({"reason": "go deeper", "ids": [target]}))])
+
+    return respond
 
 
 def test_merging_stale_containers_and_zooming_through_two_levels(fake: FakeUpstream, tmp_path: Path, upstream: FakeUpstream) -> None:
@@ -226,7 +235,7 @@ def test_merging_stale_containers_and_zooming_through_two_levels(fake: FakeUpstr
         top = [p for p in data["pages"] if p["type"] == "Consolidated"]
         assert len(top) == 1 and all(c["type"] == "Consolidated" for c in top[0]["children"])
 
-        upstream.script(*[_zoom_to_an_original] * 8)
+        upstream.script(*[_zoom_to_an_original(top[0]["id"])] * 8)
         question = [*messages[:-1], {"role": "assistant", "content": "Saved."}, {"role": "user", "content": "What did I ask first?"}]
         raw = client(gateway, thread).chat.completions.with_raw_response.create(model="fake-model", messages=question)  # type: ignore[arg-type]
         assert raw.parse().choices[0].message.content == "found it"
