@@ -4,6 +4,7 @@ may answer, time out, fail or talk nonsense — which changes the choice, never 
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -64,12 +65,22 @@ def ask(gateway: GatewayProcess, upstream: FakeUpstream, question: str, router: 
     return etree.fromstring(text[text.index("<PagedContext") :].encode()), raw
 
 
+def _entries(root: etree._Element) -> list[tuple[str, str]]:
+    """(id, text) of every page shown whole or in part: nodes, and entries of <Background_Context>."""
+    nodes = [(n.get("id") or "", n.findtext("Content") or n.findtext("Summary") or "") for n in root.iter("Node")]
+    background = root.findtext("Background_Context") or ""
+    lines = re.findall(r"^\[([0-9a-f]+)\] (.*(?:\n(?!\[|\d{4}-\d\d-\d\d:).*)*)", background, re.MULTILINE)
+    return nodes + [(page, text) for page, text in lines]
+
+
 def detail_texts(root: etree._Element) -> list[str]:
-    return [n.findtext("Content") or "" for n in root.iter("Node") if n.get("view") == "Detail"]
+    """What the model sees of the pages it sees whole: Detail nodes, and lines that hold a short exchange whole."""
+    whole = [n.findtext("Content") or "" for n in root.iter("Node") if n.get("view") == "Detail"]
+    return whole + [text for _, text in _entries(root) if text.startswith("User: ") and "…" not in text]
 
 
 def node_id_with(root: etree._Element, needle: str) -> str:
-    return next(n.get("id") for n in root.iter("Node") if needle in etree.tostring(n, encoding="unicode"))
+    return next(page for page, text in _entries(root) if needle in text)
 
 
 def test_the_router_models_choice_decides_the_views(routed: GatewayProcess, upstream: FakeUpstream) -> None:
