@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.errors import GatewayError
+from gateway.http.chunk_reader import ChunkReader
 from gateway.http.messages_api import anthropic_error, anthropic_usage, new_message_id, stop_reason
 
 __all__ = ["MessagesEvents"]
@@ -21,16 +22,15 @@ __all__ = ["MessagesEvents"]
 Event = dict[str, Any]
 
 
-class MessagesEvents:
+class MessagesEvents(ChunkReader):
     """The event sequence of one streamed message."""
 
     def __init__(self, model: str) -> None:
+        super().__init__()
         self._model = model
         self._blocks: list[str] = []  # block index -> "text" or "tool_use"
         self._calls: dict[int, int] = {}  # chat tool-call index -> block index
         self._active: int | None = None
-        self.finish_reason: str | None = None
-        self.usage: Any = None
 
     def start(self) -> list[Event]:
         message: dict[str, Any] = {
@@ -40,15 +40,9 @@ class MessagesEvents:
         return [{"type": "message_start", "message": message}]
 
     def feed(self, chunk: Mapping[str, Any]) -> list[Event]:
-        if chunk.get("usage"):
-            self.usage = chunk["usage"]
-        choices = chunk.get("choices") or []
-        if not choices:
+        delta = self.delta(chunk)
+        if delta is None:
             return []
-        choice = choices[0]
-        if choice.get("finish_reason"):
-            self.finish_reason = choice["finish_reason"]
-        delta = choice.get("delta") or {}
         events: list[Event] = []
         text = delta.get("content")
         if isinstance(text, str) and text:

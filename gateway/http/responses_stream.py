@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.errors import GatewayError
+from gateway.http.chunk_reader import ChunkReader
 from gateway.http.responses_api import ResponsesCall, function_call_item, message_item, new_id, response_object
 
 __all__ = ["ResponsesEvents"]
@@ -21,10 +22,11 @@ __all__ = ["ResponsesEvents"]
 Event = dict[str, Any]
 
 
-class ResponsesEvents:
+class ResponsesEvents(ChunkReader):
     """The event sequence of one streamed response."""
 
     def __init__(self, call: ResponsesCall, response_id: str, created: int) -> None:
+        super().__init__()
         self._call = call
         self.response_id = response_id
         self._created = created
@@ -33,8 +35,6 @@ class ResponsesEvents:
         self._texts: dict[int, str] = {}  # output index -> text of a message item
         self._calls: dict[int, int] = {}  # chat tool-call index -> output index
         self._active: int | None = None
-        self.finish_reason: str | None = None
-        self.usage: Any = None
 
     def _event(self, kind: str, **fields: Any) -> Event:
         event = {"type": kind, "sequence_number": self._sequence, **fields}
@@ -56,15 +56,9 @@ class ResponsesEvents:
         ]
 
     def feed(self, chunk: Mapping[str, Any]) -> list[Event]:
-        if chunk.get("usage"):
-            self.usage = chunk["usage"]
-        choices = chunk.get("choices") or []
-        if not choices:
+        delta = self.delta(chunk)
+        if delta is None:
             return []
-        choice = choices[0]
-        if choice.get("finish_reason"):
-            self.finish_reason = choice["finish_reason"]
-        delta = choice.get("delta") or {}
         events: list[Event] = []
         text = delta.get("content")
         if isinstance(text, str) and text:
