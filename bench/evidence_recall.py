@@ -92,7 +92,7 @@ class Replayer:
         log(f"[{name}] starting the gateway (embedded Redis in {tmp}) ...")
         self.gw = GatewayProcess(config=config, workdir=tmp)
         stack.callback(self.gw.stop)
-        self.gw.start()
+        self.gw.start(timeout=300.0)  # a busy machine can take minutes to load the embedding model
         self.client = stack.enter_context(httpx.Client(timeout=300.0))
         self.url = self.gw.base_url + "/chat/completions"
         self.prefix = THREAD_PREFIX[name]

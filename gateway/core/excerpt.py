@@ -11,26 +11,30 @@ pieces) is one unit when it is short (:data:`UNIT_TOKENS`); otherwise each messa
 longer message is split into its lines, and a line that is still longer into its sentences. So a short user
 message is kept whole, and a long reply contributes only its matching lines.
 
-Choice. A unit's score is the sum of the weights (IDF, from the thread) of the distinct query terms it
-contains. The options are nested: the best-scoring unit, the best two, ... — every proper subset of the page's
-matching units in score order — each with its rendered text, its token cost and its *coverage*, the share of
-the page it holds. A page that holds a share s of the query's weight (its *strength*) owes that share of its
-value to its matching units, which split it by their scores; the rest is spread by tokens (a fact the query
-does not name is as likely in any token). So a page that only shares a common word with the query is cut by
-size, and one whose single message holds every query word is worth little more than that message. The budget weighs these options against a line and a Detail node
+Choice. A unit *holds* the query terms it is the first of the page's units to mention, each weighing its IDF
+in the thread: the first mention is the source, a later one repeats it (a reply echoing the question it
+answers). The options are nested: the units that hold the most query weight first, then those that only
+repeat query terms — every proper subset of the page's matching units in that order — each with its rendered
+text, its token cost and its *coverage*, the share of the page it holds. A page that holds a share s of the
+query's weight (its *strength*) owes that share of its value to the query terms its units hold, and a set of
+units holds the part of it whose terms they hold; the rest is spread by tokens (a fact the query does not name
+is as likely in any token). A unit that only repeats terms adds its tokens' share. So a page that only
+shares a common word with the query is cut by size, and one whose single message holds every query word is
+worth little more than that message. The budget weighs these options against a line and a Detail node
 (:mod:`gateway.core.budget`). Same inputs, same output.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gateway.core.lexical import terms
 
 __all__ = ["ELLIPSIS", "UNIT_TOKENS", "ExcerptOption", "Unit", "excerpt_options", "line_coverage", "render_excerpt", "units_of"]
 
+EXACT_OPTIONS = 8  # excerpts of up to this many units are counted exactly (see excerpt_options)
 UNIT_TOKENS = 160  # a message up to this long is one unit (most user messages are; long replies are split)
 ELLIPSIS = "…"
 
@@ -43,7 +47,8 @@ class Unit:
     """One piece of a page: ``text`` verbatim; ``message`` its message's position; ``first`` whether it opens
     that message (so it carries the speaker); ``joiner`` what separates it from the unit before it in the
     content (a line break, or the space between two sentences of one line); ``speaker`` the message's prefix
-    (``user:``), repeated before a unit cut from the middle of a message."""
+    (``user:``), repeated before a unit cut from the middle of a message; ``terms`` its distinct terms, computed
+    once with the unit (units are cached per page, so scoring a query never re-reads their text)."""
 
     text: str
     tokens: int
@@ -51,6 +56,11 @@ class Unit:
     first: bool
     joiner: str
     speaker: str
+    terms: frozenset[str]
+
+    @classmethod
+    def of(cls, text: str, tokens: int, message: int, first: bool, joiner: str, speaker: str) -> Unit:
+        return cls(text, tokens, message, first, joiner, speaker, frozenset(terms(text)))
 
 
 @dataclass(frozen=True)
@@ -89,13 +99,13 @@ def _message_units(rows: Sequence[str], index: int, count: Callable[[str], int])
     speaker = _speaker(rows)
     tokens = count(text)
     if tokens <= UNIT_TOKENS:
-        return [Unit(text, tokens, index, True, "\n", speaker)]
+        return [Unit.of(text, tokens, index, True, "\n", speaker)]
     units: list[Unit] = []
     for row_number, row in enumerate(rows):
         pieces = _sentences(row) if count(row) > UNIT_TOKENS else [row]
         for piece_number, piece in enumerate(pieces):
             first = row_number == 0 and piece_number == 0
-            units.append(Unit(piece, count(piece), index, first, "\n" if piece_number == 0 else "", speaker))
+            units.append(Unit.of(piece, count(piece), index, first, "\n" if piece_number == 0 else "", speaker))
     return units
 
 
@@ -112,7 +122,7 @@ def units_of(content: str, count: Callable[[str], int]) -> tuple[Unit, ...]:
         turn = "\n".join(row for rows in messages[start:end] for row in rows)
         tokens = count(turn) if end - start > 1 else UNIT_TOKENS + 1
         if tokens <= UNIT_TOKENS:  # a speaker's run of short messages is one turn: one thought sent in pieces
-            units.append(Unit(turn, tokens, start, True, "\n", speakers[start]))
+            units.append(Unit.of(turn, tokens, start, True, "\n", speakers[start]))
         else:
             for index in range(start, end):
                 units.extend(_message_units(messages[index], index, count))
@@ -120,13 +130,18 @@ def units_of(content: str, count: Callable[[str], int]) -> tuple[Unit, ...]:
     return tuple(units)
 
 
-def _scores(units: Sequence[Unit], weights: Mapping[str, float]) -> tuple[list[float], float]:
-    """Each unit's score, and the page's *strength*: the share of the query's weight its units hold at all."""
-    found = [set(terms(unit.text)) & weights.keys() for unit in units]
+def _held(units: Sequence[Unit], weights: Mapping[str, float]) -> tuple[list[frozenset[str]], float]:
+    """The query terms each unit holds — those no earlier unit of the page mentions: the first mention is the
+    source, a later one (a reply echoing the question it answers) repeats it — and the page's *strength*: the
+    share of the query's weight its units hold at all."""
+    held: list[frozenset[str]] = []
+    seen: set[str] = set()
+    for unit in units:
+        found = unit.terms & weights.keys()
+        held.append(frozenset(found - seen))
+        seen |= found
     total = sum(weights.values())
-    matched = set().union(*found) if found else set()
-    strength = sum(weights[t] for t in matched) / total if total > 0 else 0.0
-    return [sum(weights[t] for t in unit_terms) for unit_terms in found], strength
+    return held, (sum(weights[t] for t in seen) / total if total > 0 else 0.0)
 
 
 def render_excerpt(units: Sequence[Unit], chosen: Sequence[int]) -> str:
@@ -165,38 +180,73 @@ def _body(unit: Unit) -> str:
     return unit.text[len(unit.speaker) :].strip() if unit.first else unit.text
 
 
-def _coverage(scores: Sequence[float], strength: float, units: Sequence[Unit], inside: Sequence[int]) -> float:
+def _coverage(
+    held: Sequence[frozenset[str]], weights: Mapping[str, float], strength: float, units: Sequence[Unit], inside: Sequence[int]
+) -> float:
     """The share of a page the units ``inside`` hold: as much of it as the page matches the query (its
-    strength) goes by the query terms' weight they hold, the rest by their tokens."""
+    strength) goes by the weight of the query terms they hold, the rest by their tokens."""
     total_tokens = sum(unit.tokens for unit in units)
     by_tokens = sum(units[i].tokens for i in inside) / total_tokens if total_tokens else 0.0
-    total = sum(scores)
-    by_match = sum(scores[i] for i in inside) / total if total > 0 else 0.0
+    every = sum(weights[t] for found in held for t in found)
+    chosen = sum(weights[t] for i in inside for t in held[i])
+    by_match = chosen / every if every > 0 else 0.0
     return min(max(strength * by_match + (1.0 - strength) * by_tokens, 0.0), 1.0)  # sums of floats may overshoot
+
+
+def _order(units: Sequence[Unit], held: Sequence[frozenset[str]], weights: Mapping[str, float]) -> list[int]:
+    """The matching units in the order excerpts take them: the most query weight held first, then the units
+    that only repeat query terms, by the weight they repeat (ties: the earlier unit)."""
+    def weight(found: Iterable[str]) -> float:
+        return sum(weights[t] for t in found)
+
+    own = [weight(unit.terms & weights.keys()) for unit in units]
+    return sorted((i for i, w in enumerate(own) if w > 0), key=lambda i: (-weight(held[i]), -own[i], i))
+
+
+def _estimate(units: Sequence[Unit], chosen: Sequence[int]) -> int:
+    """An excerpt's tokens from its units' own counts and what :func:`render_excerpt` puts between them (a line
+    break; an ``…`` for a gap; the speaker again where a message is entered in the middle). It errs high by a
+    few per cent on long excerpts: the budget measures the real rendering and never goes over."""
+    tokens = 0
+    previous: int | None = None
+    for position in chosen:
+        unit = units[position]
+        tokens += unit.tokens + 1
+        if previous is None or position != previous + 1:
+            tokens += 2 + (0 if unit.first or (previous is not None and units[previous].message == unit.message) else 4)
+        previous = position
+    return tokens + (2 if previous is not None and previous + 1 < len(units) else 0)
 
 
 def excerpt_options(
     units: Sequence[Unit], weights: Mapping[str, float], count: Callable[[str], int]
 ) -> tuple[ExcerptOption, ...]:
     """The nested excerpts of a page for a query whose terms weigh ``weights`` (see the module docstring):
-    the top 1, 2, ... matching units, never all of the page's units (that is its Detail view). Empty when no
-    unit matches or the page is a single unit."""
-    scores, strength = _scores(units, weights)
-    ranked = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))
+    the top 1, 2, ... matching units, never all of the page's units (that is its Detail view), nor one as long
+    as the page (Detail shows all of it for that). Empty when no unit matches or the page is a single unit.
+
+    The :data:`EXACT_OPTIONS` smallest are counted exactly; larger ones are estimated (:func:`_estimate`), so
+    a long reply with many matching lines costs linear work in its length, not quadratic."""
+    held, strength = _held(units, weights)
+    ranked = _order(units, held, weights)
+    whole = sum(unit.tokens for unit in units)
     options: list[ExcerptOption] = []
     for k in range(1, len(ranked) + 1):
         chosen = tuple(sorted(ranked[:k]))
         if len(chosen) == len(units):
             break
         text = render_excerpt(units, chosen)
-        options.append(ExcerptOption(chosen, text, count(text), _coverage(scores, strength, units, chosen)))
+        tokens = count(text) if k <= EXACT_OPTIONS else _estimate(units, chosen)
+        if tokens >= whole:
+            break
+        options.append(ExcerptOption(chosen, text, tokens, _coverage(held, weights, strength, units, chosen)))
     return tuple(options)
 
 
 def line_coverage(units: Sequence[Unit], weights: Mapping[str, float], line: str) -> float:
     """The share of a page its background ``line`` holds, by the same measure as an excerpt's coverage: the
     units whose text is on the line verbatim."""
-    scores, strength = _scores(units, weights)
+    held, strength = _held(units, weights)
     # verbatim only: a line collapses whitespace, which loses a message's line breaks (and a code block's shape)
     inside = [i for i, unit in enumerate(units) if _body(unit) in line]
-    return _coverage(scores, strength, units, inside)
+    return _coverage(held, weights, strength, units, inside)

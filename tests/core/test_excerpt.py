@@ -98,3 +98,39 @@ def test_idf_weights_ignore_terms_no_page_has() -> None:
     documents = [{"hike": 1}, {"hike": 2, "dog": 1}, {"cat": 1}]
     found = idf_weights(["hike", "dog", "unicorn", "hike"], documents)
     assert set(found) == {"hike", "dog"} and found["dog"] > found["hike"] > 0
+
+
+def test_a_reply_that_echoes_the_question_adds_only_its_size() -> None:
+    content = "\n".join(
+        [
+            "user: my parents have been staying with me in the US for nine months",
+            "assistant: Here is what the process looks like.",
+            "Parents staying in the US need a valid visa.",
+            "A green card takes about a year.",
+            "Green card fees changed last spring.",
+            *(f"Step {k}: keep a copy of form {k} and its receipt in a safe folder." for k in range(12)),
+        ]
+    )
+    units = units_of(content, COUNT)
+    echo = next(i for i, u in enumerate(units) if u.text.startswith("Parents staying"))
+    card = next(i for i, u in enumerate(units) if u.text.startswith("A green card"))
+    options = excerpt_options(units, weights("How long have my parents been staying in the US? green card"), COUNT)
+    # the user's message holds the most; the next unit is the one that adds "green card", not the echo
+    assert [o.chosen for o in options][:2] == [(0,), tuple(sorted((0, card)))]
+    with_echo = next(o for o in options if echo in o.chosen)
+    without = next(o for o in options if o.chosen == tuple(sorted((0, card))))
+    share = units[echo].tokens / sum(u.tokens for u in units)
+    added = with_echo.coverage - without.coverage
+    # an echo of terms already held is worth its tokens' share of what the page does not match, and no more
+    assert 0 <= added <= share + 1e-9
+
+
+def test_long_excerpts_are_estimated_close_to_their_real_size() -> None:
+    lines = [f"Point {k}: the hiking trail number {k} climbs {k * 100} metres through forest {k}." for k in range(40)]
+    units = units_of("user: which hiking trails?\nassistant: " + "\n".join(lines), COUNT)
+    options = excerpt_options(units, weights("hiking trail"), COUNT)
+    assert len(options) > 8  # more than the exactly counted ones
+    for option in options[8:]:
+        real = COUNT(option.text)
+        assert real <= option.tokens <= 1.1 * real  # errs high, by a little
+    assert all(option.tokens < sum(u.tokens for u in units) for option in options)  # never as long as Detail
