@@ -38,6 +38,7 @@ from gateway.core import (
     background_lines,
     consult_schema,
     excerpt_entry,
+    lead_text,
     fit_rendered,
     message_text,
     nodes_from_state,
@@ -64,6 +65,7 @@ CONTAINER_SHARE = 0.25  # a laid-open container's relevance: this share of its b
 # The exchanges before the last stay verbatim messages while the recent ones take at most this share of the
 # budget; longer ones (a burst of messages, a long code reply) are paged like the rest. The last stays whole.
 RECENT_SHARE = 0.25
+QUERY_CHARS = 500  # a longer live message is named in <Query> by its lead: the message itself follows, verbatim
 SKELETON_TOKENS = 65  # the PagedContext's tags and clock around the instructions and the query (cl100k, measured)
 UNIT_CACHE = 4096  # pages whose excerpt units are kept in memory (content is immutable: never stale)
 
@@ -129,6 +131,12 @@ def _open_folded(tree: PageTree, state: ViewState) -> tuple[PageTree, dict[str, 
 def _query(tail: Sequence[Mapping[str, Any]]) -> str:
     users = [message_text(m) for m in tail if m.get("role") == "user"]
     return users[-1] if users else ""
+
+
+def _shown_query(query: str) -> str:
+    """The ``<Query>`` text: the live message, or its lead when it is long (a pasted file, a client's reminders).
+    The whole message follows the context verbatim; sending it twice would spend its tokens twice."""
+    return query if len(query) <= QUERY_CHARS else lead_text(query, QUERY_CHARS)
 
 
 def _same_choice(a: FitResult, b: FitResult) -> bool:
@@ -299,7 +307,7 @@ class ContextBuilder:
             chosen = {i: excerpts[i][1][k].text for i, k in result.excerpts.items()} if result else {}
             background = background_lines((pages[i] for i in (result.background_ids if result else ())), chosen)
             nodes = nodes_from_state(flow, wanted, pages, roots=[r for r in flow.roots if r in views], overrides=views)
-            xml = render_context(RenderInput(now=now, query=query, steps=steps, background=background, nodes=nodes, consult_name=names.consult, shelve_name=names.shelve))
+            xml = render_context(RenderInput(now=now, query=_shown_query(query), steps=steps, background=background, nodes=nodes, consult_name=names.consult, shelve_name=names.shelve))
             return [{"role": "system", "content": _system_text(split.system, xml)}, *live]
 
         last: tuple[FitResult, list[Mapping[str, Any]]] | None = None  # the budget's last rendering, reused
@@ -429,7 +437,7 @@ class ContextBuilder:
         sizes = [counter.count_messages(block.messages) for block in blocks[first:]]
         if len(sizes) > 1 and sum(sizes) > RECENT_SHARE * budget:
             first, sizes = len(blocks) - 1, sizes[-1:]
-        skeleton = counter.count_messages(client) + counter.count(system_instructions()) + SKELETON_TOKENS + counter.count(query)
+        skeleton = counter.count_messages(client) + counter.count(system_instructions()) + SKELETON_TOKENS + counter.count(_shown_query(query))
         return first if skeleton + sum(sizes) <= budget else len(blocks)
 
     def _shortlist(self, flow: PageTree, relevance: Mapping[str, float], folded: Mapping[str, tuple[str, ...]]) -> set[str]:

@@ -104,6 +104,18 @@ def test_a_long_conversation_is_sent_as_paged_context_within_budget(paged: Gatew
     assert raw.headers["x-pcp-rounds"] == "1"
 
 
+def test_a_long_live_message_is_sent_once_and_named_by_its_lead_in_the_query(paged: GatewayProcess, upstream: FakeUpstream) -> None:
+    pasted = "\n".join(f"line {k}: value_{k} = compute(value_{k - 1}) + {k}" for k in range(80))
+    question = f"Why does this fail on line 40? Here is the file.\n{pasted}"
+    _client(paged, _thread()).chat.completions.create(model="fake-model", messages=_ask(conversation(40), question))  # type: ignore[arg-type]
+    sent = upstream.chat_requests[-1].body
+    assert sent is not None and sent["messages"][-1]["content"] == question  # the live turn, verbatim
+    query = _xml(upstream.chat_requests[-1]).find("Query").text
+    assert query.startswith("Why does this fail on line 40?") and query.endswith("…") and len(query) < 600
+    assert sum(json.dumps(m).count("value_79") for m in sent["messages"]) == 1  # the pasted file goes up once
+    assert TokenCounter().count_messages(sent["messages"]) <= BUDGET + TokenCounter().count(question)
+
+
 def test_under_pressure_the_best_match_is_its_own_line_verbatim(paged: GatewayProcess, upstream: FakeUpstream) -> None:
     # each exchange is short, plain chat: its [id] line holds both messages word for word, so the page the
     # router wants in Detail is shown as that line (no ~40 tokens of node tags) and more pages fit
