@@ -139,7 +139,7 @@ def parse_manifest(page_id: str, raw: str, content: str = "") -> Manifest:
     counts: Mapping[str, int] = data.get("terms", {})
     length = data.get("length", 0)
     if data.get("lexicon", 1) != LEXICON:  # stored before stemming: parsed once per process (ManifestCache)
-        counts = restem(counts)
+        counts = restem(counts, data.get("lexicon", 1))
         length = sum(counts.values())
     # manifests stored before "line" existed: the summary alone tells whether it fits its line
     line = LineHolds(data["line"]) if "line" in data else LineHolds.SUMMARY if summary_fits_line(page) else LineHolds.LEAD

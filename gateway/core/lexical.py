@@ -33,7 +33,7 @@ __all__ = [
     "words",
 ]
 
-LEXICON = 2  # 1: lower-cased content words; 2: their Snowball English stems
+LEXICON = 3  # 1: lower-cased content words; 2: their Snowball English stems; 3: irregular forms as their base word
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 STOPWORDS = frozenset(
@@ -58,16 +58,43 @@ def words(text: str) -> list[str]:
     return [w for w in found if len(w) > 1 and w not in STOPWORDS]
 
 
+# Irregular forms Snowball leaves apart from their base word. A question asks "what did I buy?", "how much did
+# I spend?", "where did she go?" in the base form, and the conversation said it in the past: "I bought",
+# "I spent", "she went". Regular forms meet by stemming ("painted" -> "paint"); these only by this table. Forms
+# that are mostly other words in chat ("a bit", "the ground", "a rose", "bound to") are left out.
+_IRREGULAR_FORMS = """arise arose arisen|awake awoke awoken|bear bore borne born|beat beaten|become became|begin began begun|
+bend bent|bet|bid|bite bitten|bleed bled|blow blew blown|break broke broken|breed bred|
+bring brought|build built|burn burnt|buy bought|catch caught|choose chose chosen|cling clung|come came|
+cost|creep crept|cut|deal dealt|dig dug|draw drew drawn|dream dreamt|drink drank drunk|drive drove driven|
+eat ate eaten|fall fell fallen|feed fed|feel felt|fight fought|find found|flee fled|fly flew flown|
+forbid forbade forbidden|forget forgot forgotten|forgive forgave forgiven|freeze froze frozen|get got gotten|
+give gave given|go went gone|grow grew grown|hang hung|hear heard|hide hid hidden|hit|
+hold held|hurt|keep kept|kneel knelt|know knew known|lay laid|lead led|lean leant|leap leapt|learn learnt|
+leave left|lend lent|light lit|lose lost|make made|mean meant|meet met|pay paid|put|quit|
+ride rode ridden|ring rang rung|rise risen|run ran|say said|see saw seen|seek sought|sell sold|
+send sent|set|sew sewn|shake shook shaken|shine shone|shoot shot|show shown|shrink shrank shrunk|shut|
+sing sang sung|sink sank sunk|sit sat|sleep slept|slide slid|speak spoke spoken|speed sped|spend spent|
+spin spun|spit spat|split|spread|spring sprang sprung|stand stood|steal stole stolen|stick stuck|
+sting stung|stink stank stunk|strike struck|swear swore sworn|sweep swept|swim swam swum|swing swung|
+take took taken|teach taught|tear tore torn|tell told|think thought|throw threw thrown|understand understood|
+wake woke woken|wear wore worn|weave wove woven|weep wept|win won|write wrote written|
+child children|foot feet|man men|mouse mice|person people|tooth teeth|woman women"""
+_BASE = {
+    form: group.split()[0]
+    for group in _IRREGULAR_FORMS.replace("\n", " ").split("|")
+    for form in group.split()[1:]
+}
+
 _stemmers = threading.local()  # a Snowball stemmer keeps state between calls: one per thread
 
 
 @lru_cache(maxsize=200_000)
 def stem(word: str) -> str:
-    """The Snowball English stem of a lower-case ``word``."""
+    """The Snowball English stem of a lower-case ``word`` (of its base word, for an irregular form)."""
     stemmer = getattr(_stemmers, "english", None)
     if stemmer is None:
         stemmer = _stemmers.english = snowballstemmer.stemmer("english")
-    return str(stemmer.stemWord(word))
+    return str(stemmer.stemWord(_BASE.get(word, word)))
 
 
 def terms(text: str) -> list[str]:
@@ -80,11 +107,13 @@ def term_counts(text: str) -> dict[str, int]:
     return dict(Counter(terms(text)))
 
 
-def restem(counts: Mapping[str, int]) -> dict[str, int]:
-    """Counts of lexicon-1 words (stored before stemming) as counts of terms."""
+def restem(counts: Mapping[str, int], lexicon: int = 1) -> dict[str, int]:
+    """Counts stored under an older ``lexicon`` as counts of terms: lexicon-1 words are stemmed; lexicon-2
+    stems are left as they are, but an irregular form's (Snowball leaves "bought" as it is) becomes its base
+    word's."""
     out: Counter[str] = Counter()
     for word, count in counts.items():
-        out[stem(word)] += count
+        out[stem(word) if lexicon < 2 or word in _BASE else word] += count
     return dict(out)
 
 

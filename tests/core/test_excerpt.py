@@ -55,7 +55,7 @@ def test_a_long_message_is_split_into_lines_and_a_long_line_into_sentences() -> 
 def test_an_excerpt_keeps_the_matching_messages_verbatim_and_marks_what_was_left_out() -> None:
     units = units_of(LONG_BURST, COUNT)
     hiking = next(i for i, u in enumerate(units) if "hiking" in u.text)
-    options = excerpt_options(units, weights("Where did she go hiking? Which dog?"), COUNT)
+    options = excerpt_options(units, weights("Which mountain did she hike? Which dog?"), COUNT)
     assert [o.chosen for o in options] == [(hiking,), (hiking, len(units) - 1)]  # nested, best first; never all
     assert options[0].text == f"{ELLIPSIS}\n{BURST.split(chr(10))[1]}\n{ELLIPSIS}"
     assert options[1].text.endswith("assistant: good! I painted a sunset.\nassistant: also adopted a dog named Max")
@@ -134,3 +134,4 @@ def test_long_excerpts_are_estimated_close_to_their_real_size() -> None:
         real = COUNT(option.text)
         assert real <= option.tokens <= 1.1 * real  # errs high, by a little
     assert all(option.tokens < sum(u.tokens for u in units) for option in options)  # never as long as Detail
+

@@ -55,3 +55,9 @@ def test_words_most_documents_contain_are_dropped_from_a_query() -> None:
 )
 def test_low_information_queries(text: str, low: bool) -> None:
     assert is_low_information(text) is low
+
+
+def test_irregular_forms_meet_their_base_word() -> None:
+    assert terms("How much did I spend? What did she buy? Where did they go?") == terms("much I spent; she bought; they went")
+    assert terms("a bit of ground") == ["bit", "ground"]  # forms that are mostly other words stay apart
+    assert restem({"bought": 2, "paint": 1}, 2) == {"buy": 2, "paint": 1}  # stored stems meet the new terms
