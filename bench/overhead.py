@@ -581,7 +581,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="5 sequential, 3 streamed, 32 concurrent requests, 1 warm-up")
     parser.add_argument("--targets", default="direct,litellm-proxy,pass-through,paged",
                         help="which of direct,litellm-proxy,pass-through,paged to run (default: all)")
-    parser.add_argument("--baseline", metavar="REF", help="also run the gateway of this git ref (pass-through and paged)")
+    parser.add_argument("--baseline", metavar="REF", help="also run the gateway of this git ref, interleaved with the current one")
+    parser.add_argument("--baseline-targets", default="pass-through",
+                        help="which of pass-through,paged to run at --baseline (default pass-through)")
     parser.add_argument("--memory", action="store_true",
                         help="also measure the gateway's resident memory with and without the embedding model")
     parser.add_argument("--write-docs", action="store_true", help=f"rewrite the marked section of {DOCS.relative_to(ROOT)} and the plot")
@@ -612,12 +614,13 @@ def main(argv: list[str] | None = None) -> int:
                 if proxy is not None:
                     stack.callback(proxy.stop)
                     servers.append(proxy)
-            sources = [("", ROOT)]
+            sources = [("", ROOT, targets)]
             if args.baseline:
-                sources.append((f"@{args.baseline}", baseline_tree(args.baseline, workdir / "baseline-src")))
-            for suffix, source in sources:
+                sources.append((f"@{args.baseline}", baseline_tree(args.baseline, workdir / "baseline-src"),
+                                {t.strip() for t in args.baseline_targets.split(",")}))
+            for suffix, source, modes in sources:
                 for mode, headers in (("pass-through", {"x-pcp-mode": "off"}), ("paged", {})):
-                    if mode in targets:
+                    if mode in modes:
                         gw = start_gateway(mode + suffix, source, workdir / (mode + suffix), upstream.url, headers)
                         stack.callback(gw.stop)
                         servers.append(gw)
