@@ -9,13 +9,14 @@ announces itself in the User-Agent and `x-stainless-*` headers).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
 
 from tests.support.fake_upstream import FakeUpstream, Recorded
-from tests.support.gateway_process import GatewayProcess
+from tests.support.gateway_process import GatewayProcess, gateway_config
 
 OFF = {"X-PCP-Mode": "off"}
 
@@ -58,3 +59,14 @@ def test_a_long_mixed_thread_reaches_the_upstream_as_sent(gateway: GatewayProces
     assert received.body["messages"] == messages
     assert received.body["temperature"] == 0.2
     _not_through_the_sdk(received)
+
+
+def test_a_configured_organization_still_reaches_the_upstream(upstream: FakeUpstream, tmp_path: Path) -> None:
+    """litellm's handler would drop it, so a deployment with an organization keeps the OpenAI SDK path."""
+    config = gateway_config(upstream.url, tmp_path / "data", pcp={"embeddings": False})
+    config["model_list"][0]["litellm_params"]["organization"] = "org-bench"
+    with GatewayProcess(config=config, workdir=tmp_path) as gateway:
+        client = openai.OpenAI(base_url=gateway.base_url, api_key="sk-client", max_retries=0, default_headers=OFF)
+        reply = client.chat.completions.create(model="fake-model", messages=_thread(3))  # type: ignore[arg-type]
+    assert reply.choices[0].message.content == "ok"
+    assert upstream.chat_requests[-1].headers.get("openai-organization") == "org-bench"
