@@ -3,35 +3,60 @@
 Coding assistants re-send, at fixed places in every request, messages that are not the conversation: few-shot
 example exchanges, a repository map, the current contents of the files in the chat, each answered by a canned
 acknowledgement (aider: "I have *added these files to the chat*…" → "Ok, any changes I propose will be to those
-files."). Such blocks belong to the skeleton, verbatim and in their place, like the system prompt. Paged, the
-examples would be stored and consolidated as memory of the conversation, and the budget could fold the file the
-model is editing to one line.
+files."), reminders. Such blocks belong to the skeleton, verbatim and in their place, like the system prompt.
+Paged, the examples would be stored and consolidated as memory of the conversation, and the budget could fold
+the file the model is editing to one line.
 
-The decision, :func:`scaffolding_blocks`, is structural, anchored on the client's own markers from the config:
+:func:`decide` tells them apart by structure, comparing the request with the thread's previous one (its
+:class:`Layout`, remembered per thread). The conversation is the part that grows: a client re-sends it whole
+and appends to it; its scaffolding is re-sent at fixed places around it. So, for the sealed blocks of a request:
 
-* **pinned** (``pcp.pin``): a block whose user text matches a pin is scaffolding, wherever it sits (aider puts its
-  file block between the earlier conversation and the latest exchanges). The client replaces such a block rather
-  than extending it, so only the copy in the current request is ever shown: an updated file never shows twice.
+* **growth**: a block the previous request did not have, and that replaces none of its blocks, is conversation;
+* **trailing**: a block the previous request had, which now sits after the growth, is scaffolding — the
+  conversation does not extend from it (aider's file block, a reminder between the history and the live turn);
+* **replaced**: a new block with the same head (first line of its user text) as a block of the previous request
+  that is gone is that block, updated in place: scaffolding when the old one was, or when it sits after the
+  growth (the file block after an edit). The old version is in no request any more, so it never shows again;
+* **lead**: once the thread shows trailing scaffolding, the blocks that open the request and have been there
+  since the thread's first request, before any growth, are the client's preamble (aider's examples and repository
+  map), if they are all plain exchanges as examples are, and few (:data:`PREAMBLE_BLOCKS`): a history the first
+  request brought, followed by a reminder the client re-sends, has the same layout;
+* **identity**: a block identical to one that was scaffolding stays scaffolding wherever it moves.
+
+The first request of a thread has nothing to compare with: by its shape alone a client's examples cannot be told
+from an imported conversation (both are plain exchanges before the live turn). There the client's own markers
+from the config decide, and they stay as hints on top of the structure in every request:
+
+* **pinned** (``pcp.pin``): a block whose user text matches a pin is scaffolding, wherever it sits;
 * **preamble** (``pcp.pin_preamble``): the first block matching a preamble marker closes the client's preamble;
-  it and every block before it are scaffolding (aider ends its few-shot examples with "I switched to a new code
-  base…" → "Ok."). Only a closed preamble counts: every block up to the marker must be one plain exchange, one
-  user message answered by one assistant message without tool calls, as examples are. A conversation with tool
-  calls before a stray marker is never taken for a preamble.
+  it and every block before it are scaffolding, if every one of them is a plain exchange (one user message
+  answered by one assistant message without tool calls). A conversation with tool calls before a stray marker
+  is never taken for a preamble.
 
-Without markers nothing is scaffolding. By their shape alone, a client's examples cannot be told from an imported
-conversation (both are plain exchanges re-sent in every request, and position does not say where one ends), so
-the client's own, fixed wording anchors the rule; position and shape then decide the rest.
+Without markers, a first request's scaffolding is stored as pages like the conversation; once the next request
+shows it is scaffolding, it is out of the conversation and those pages are never shown again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from gateway.core.blocks import Block
 from gateway.core.messages import tool_calls_of
 
-__all__ = ["compile_pins", "is_plain_exchange", "scaffolding_blocks"]
+__all__ = ["Decision", "Layout", "compile_pins", "decide", "head_of", "is_plain_exchange", "scaffolding_blocks"]
+
+# a block's kind in a Layout
+SCAFFOLD = "s"
+GROWN = "g"  # conversation that appeared after the thread's first request
+FIRST = "o"  # in the thread's first request, not (yet) known as scaffolding: conversation until shown otherwise
+LAYOUT_VERSION = 1
+PREAMBLE_BLOCKS = 12  # at most this many blocks are taken for a preamble by structure (see _lead)
+_FIRST_LINE = re.compile(r"\S[^\n]*")
 
 
 def compile_pins(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
@@ -47,6 +72,14 @@ def is_plain_exchange(block: Block) -> bool:
     return asked.get("role") == "user" and answered.get("role") == "assistant" and not tool_calls_of(answered)
 
 
+def head_of(block: Block) -> str:
+    """A short hash of the first non-empty line of the block's user text (empty without one): what a block
+    updated in place keeps (aider's "I have *added these files to the chat*…", a reminder's opening tag)."""
+    found = _FIRST_LINE.search(block.anchor_text)
+    line = found.group().strip() if found else ""
+    return hashlib.blake2b(line.encode("utf-8", "surrogatepass"), digest_size=5).hexdigest() if line else ""
+
+
 def _matches(block: Block, patterns: Sequence[re.Pattern[str]]) -> bool:
     return bool(block.anchor_text) and any(pattern.search(block.anchor_text) for pattern in patterns)
 
@@ -54,10 +87,116 @@ def _matches(block: Block, patterns: Sequence[re.Pattern[str]]) -> bool:
 def scaffolding_blocks(
     blocks: Sequence[Block], pins: Sequence[re.Pattern[str]], preamble: Sequence[re.Pattern[str]] = ()
 ) -> frozenset[int]:
-    """Positions in ``blocks`` of the client's scaffolding: the pinned blocks, and the closed preamble up to the
-    first block matching a ``preamble`` marker (see the module docstring). Every other block is conversation."""
+    """Positions in ``blocks`` of the scaffolding the config's markers name: the pinned blocks, and the closed
+    preamble up to the first block matching a ``preamble`` marker (see the module docstring)."""
     found = set(index for index, block in enumerate(blocks) if _matches(block, pins))
     marker = next((index for index, block in enumerate(blocks) if _matches(block, preamble)), None)
     if marker is not None and all(is_plain_exchange(blocks[i]) for i in range(marker + 1)):
         found.update(range(marker + 1))
     return frozenset(found)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What is remembered of a thread's last request: its sealed blocks' ids, heads and kinds, in order."""
+
+    ids: tuple[str, ...]
+    heads: tuple[str, ...]
+    kinds: str  # one of SCAFFOLD / GROWN / FIRST per block
+
+    def dumps(self) -> str:
+        return json.dumps({"v": LAYOUT_VERSION, "ids": self.ids, "heads": self.heads, "kinds": self.kinds}, separators=(",", ":"))
+
+    @classmethod
+    def loads(cls, raw: str | bytes | None) -> Layout | None:
+        """The layout in ``raw``; ``None`` when there is none or it is not one this version wrote (the request
+        is then decided as a thread's first)."""
+        if raw is None:
+            return None
+        try:
+            data = json.loads(raw)
+            layout = cls(tuple(map(str, data["ids"])), tuple(map(str, data["heads"])), str(data["kinds"]))
+        except (ValueError, TypeError, KeyError):
+            return None
+        ok = data.get("v") == LAYOUT_VERSION and len(layout.ids) == len(layout.heads) == len(layout.kinds)
+        return layout if ok and set(layout.kinds) <= {SCAFFOLD, GROWN, FIRST} else None
+
+    def scaffold(self) -> frozenset[int]:
+        return frozenset(i for i, kind in enumerate(self.kinds) if kind == SCAFFOLD)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The scaffolding of a request (positions in its blocks) and the layout to remember for the next one
+    (``None``: keep the previous one, this request had no sealed block to learn from)."""
+
+    scaffold: frozenset[int]
+    layout: Layout | None
+
+
+def decide(
+    blocks: Sequence[Block],
+    ids: Sequence[str],
+    previous: Layout | None,
+    pins: Sequence[re.Pattern[str]] = (),
+    preamble: Sequence[re.Pattern[str]] = (),
+) -> Decision:
+    """The scaffolding among ``blocks`` (whose page ids are ``ids``), given the thread's ``previous`` layout
+    (``None`` for its first request): the structural rule of the module docstring, with the config's markers on
+    top."""
+    hinted = scaffolding_blocks(blocks, pins, preamble)
+    if not blocks:
+        return Decision(hinted, None if previous is not None else Layout((), (), ""))
+    if previous is None:
+        first = "".join(SCAFFOLD if i in hinted else FIRST for i in range(len(blocks)))
+        return Decision(hinted, Layout(tuple(ids), tuple(head_of(block) for block in blocks), first))
+    known = dict(zip(previous.ids, previous.heads))  # a block's head is a function of its content, hence of its id
+    heads = tuple(known[i] if i in known else head_of(block) for i, block in zip(ids, blocks))
+    kinds, trailing = _structural(ids, heads, previous)
+    for i in hinted:
+        kinds[i] = SCAFFOLD
+    if trailing:  # by this request's structure alone: a pin in a plain chat makes no preamble of its history
+        _lead(blocks, kinds)
+    scaffold = frozenset(i for i, kind in enumerate(kinds) if kind == SCAFFOLD)
+    return Decision(scaffold, Layout(tuple(ids), heads, "".join(kinds)))
+
+
+def _structural(ids: Sequence[str], heads: Sequence[str], previous: Layout) -> tuple[list[str], bool]:
+    """Each block's kind by identity, growth, replacement and trailing position (the lead is decided after),
+    and whether this request's growth came before some of the client's blocks."""
+    before = dict(zip(previous.ids, previous.kinds))  # an id repeated within a request keeps its last kind
+    present = set(ids)
+    # the previous request's blocks that are gone, by head, in order: what a new block may have replaced
+    gone: dict[str, list[str]] = {}
+    for old, head, kind in zip(previous.ids, previous.heads, previous.kinds):
+        if old not in present and head:
+            gone.setdefault(head, []).append(kind)
+    kinds: list[str] = []
+    growth: list[int] = []
+    replaced: set[int] = set()  # new blocks updating an old one in place; they take its kind
+    for i, (block_id, head) in enumerate(zip(ids, heads)):
+        if block_id in before:
+            kinds.append(before[block_id])
+        elif gone.get(head):
+            kinds.append(gone[head].pop(0))
+            replaced.add(i)
+        else:
+            kinds.append(GROWN)
+            growth.append(i)
+    # after the conversation's growth: a block updated in place, or one re-sent unchanged after all of it
+    trailing = [i for i in range(growth[0] + 1, len(ids)) if i in replaced or (i > growth[-1] and ids[i] in before)] if growth else []
+    for i in trailing:
+        kinds[i] = SCAFFOLD
+    return kinds, bool(trailing)
+
+
+def _lead(blocks: Sequence[Block], kinds: list[str]) -> None:
+    """Make scaffolding of the blocks that open the request and were there since the thread's first request,
+    before any conversation, when they are all plain exchanges and no more than a preamble holds."""
+    end = kinds.index(GROWN) if GROWN in kinds else len(kinds)
+    lead = [i for i in range(end) if kinds[i] == FIRST]
+    # An imported history followed by a client's reminder looks the same; the cap bounds what such a history
+    # could keep out of paging (aider's examples, switch and repository map are 3 to 6 blocks).
+    if lead and len(lead) <= PREAMBLE_BLOCKS and all(is_plain_exchange(blocks[i]) for i in lead):
+        for i in lead:
+            kinds[i] = SCAFFOLD
