@@ -12,11 +12,14 @@ the file the model is editing to one line.
 and appends to it; its scaffolding is re-sent at fixed places around it. So, for the sealed blocks of a request:
 
 * **growth**: a block the previous request did not have, and that replaces none of its blocks, is conversation;
-* **trailing**: a block the previous request had, which now sits after the growth, is scaffolding — the
-  conversation does not extend from it (aider's file block, a reminder between the history and the live turn);
-* **replaced**: a new block with the same head (first line of its user text) as a block of the previous request
-  that is gone is that block, updated in place: scaffolding when the old one was, or when it sits after the
-  growth (the file block after an edit). The old version is in no request any more, so it never shows again;
+  among them, the exchange that answers the previous request's live turn (the same head: first line of the
+  user text) marks where the conversation grew;
+* **trailing**: a block the previous request had, which now sits after that answer and all of the growth, is
+  scaffolding — the conversation does not extend from it (aider's file block, a reminder between the history
+  and the live turn);
+* **replaced**: a new block with the same head as a block of the previous request that is gone is that block,
+  updated in place: scaffolding when the old one was, or when it sits after that answer (the file block after
+  an edit). The old version is in no request any more, so it never shows again;
 * **lead**: once the thread shows trailing scaffolding, the blocks that open the request and have been there
   since the thread's first request, before any growth, are the client's preamble (aider's examples and repository
   map), if they are all plain exchanges as examples are, and few (:data:`PREAMBLE_BLOCKS`): a history the first
@@ -42,11 +45,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gateway.core.blocks import Block
-from gateway.core.messages import tool_calls_of
+from gateway.core.messages import message_text, tool_calls_of
 
 __all__ = ["Decision", "Layout", "compile_pins", "decide", "head_of", "is_plain_exchange", "scaffolding_blocks"]
 
@@ -72,10 +76,10 @@ def is_plain_exchange(block: Block) -> bool:
     return asked.get("role") == "user" and answered.get("role") == "assistant" and not tool_calls_of(answered)
 
 
-def head_of(block: Block) -> str:
-    """A short hash of the first non-empty line of the block's user text (empty without one): what a block
+def head_of(text: str) -> str:
+    """A short hash of the first non-empty line of a block's user text (empty without one): what a block
     updated in place keeps (aider's "I have *added these files to the chat*…", a reminder's opening tag)."""
-    found = _FIRST_LINE.search(block.anchor_text)
+    found = _FIRST_LINE.search(text)
     line = found.group().strip() if found else ""
     return hashlib.blake2b(line.encode("utf-8", "surrogatepass"), digest_size=5).hexdigest() if line else ""
 
@@ -103,9 +107,11 @@ class Layout:
     ids: tuple[str, ...]
     heads: tuple[str, ...]
     kinds: str  # one of SCAFFOLD / GROWN / FIRST per block
+    live: str = ""  # the head of the request's live turn: the block that answers it is the conversation's growth
 
     def dumps(self) -> str:
-        return json.dumps({"v": LAYOUT_VERSION, "ids": self.ids, "heads": self.heads, "kinds": self.kinds}, separators=(",", ":"))
+        fields = {"v": LAYOUT_VERSION, "ids": self.ids, "heads": self.heads, "kinds": self.kinds, "live": self.live}
+        return json.dumps(fields, separators=(",", ":"))
 
     @classmethod
     def loads(cls, raw: str | bytes | None) -> Layout | None:
@@ -115,7 +121,7 @@ class Layout:
             return None
         try:
             data = json.loads(raw)
-            layout = cls(tuple(map(str, data["ids"])), tuple(map(str, data["heads"])), str(data["kinds"]))
+            layout = cls(tuple(map(str, data["ids"])), tuple(map(str, data["heads"])), str(data["kinds"]), str(data["live"]))
         except (ValueError, TypeError, KeyError):
             return None
         ok = data.get("v") == LAYOUT_VERSION and len(layout.ids) == len(layout.heads) == len(layout.kinds)
@@ -137,33 +143,35 @@ class Decision:
 def decide(
     blocks: Sequence[Block],
     ids: Sequence[str],
+    tail: Sequence[Mapping[str, Any]],
     previous: Layout | None,
     pins: Sequence[re.Pattern[str]] = (),
     preamble: Sequence[re.Pattern[str]] = (),
 ) -> Decision:
-    """The scaffolding among ``blocks`` (whose page ids are ``ids``), given the thread's ``previous`` layout
-    (``None`` for its first request): the structural rule of the module docstring, with the config's markers on
-    top."""
+    """The scaffolding among ``blocks`` (whose page ids are ``ids``; ``tail`` is the request's live turn), given
+    the thread's ``previous`` layout (``None`` for its first request): the structural rule of the module
+    docstring, with the config's markers on top."""
     hinted = scaffolding_blocks(blocks, pins, preamble)
+    live = head_of("\n".join(message_text(m) for m in tail if m.get("role") == "user"))
     if not blocks:
-        return Decision(hinted, None if previous is not None else Layout((), (), ""))
+        return Decision(hinted, None if previous is not None else Layout((), (), "", live))
     if previous is None:
         first = "".join(SCAFFOLD if i in hinted else FIRST for i in range(len(blocks)))
-        return Decision(hinted, Layout(tuple(ids), tuple(head_of(block) for block in blocks), first))
+        return Decision(hinted, Layout(tuple(ids), tuple(head_of(block.anchor_text) for block in blocks), first, live))
     known = dict(zip(previous.ids, previous.heads))  # a block's head is a function of its content, hence of its id
-    heads = tuple(known[i] if i in known else head_of(block) for i, block in zip(ids, blocks))
+    heads = tuple(known[i] if i in known else head_of(block.anchor_text) for i, block in zip(ids, blocks))
     kinds, trailing = _structural(ids, heads, previous)
     for i in hinted:
         kinds[i] = SCAFFOLD
     if trailing:  # by this request's structure alone: a pin in a plain chat makes no preamble of its history
         _lead(blocks, kinds)
     scaffold = frozenset(i for i, kind in enumerate(kinds) if kind == SCAFFOLD)
-    return Decision(scaffold, Layout(tuple(ids), heads, "".join(kinds)))
+    return Decision(scaffold, Layout(tuple(ids), heads, "".join(kinds), live))
 
 
 def _structural(ids: Sequence[str], heads: Sequence[str], previous: Layout) -> tuple[list[str], bool]:
     """Each block's kind by identity, growth, replacement and trailing position (the lead is decided after),
-    and whether this request's growth came before some of the client's blocks."""
+    and whether some of the client's blocks came after the answer to the previous request's live turn."""
     before = dict(zip(previous.ids, previous.kinds))  # an id repeated within a request keeps its last kind
     present = set(ids)
     # the previous request's blocks that are gone, by head, in order: what a new block may have replaced
@@ -183,8 +191,12 @@ def _structural(ids: Sequence[str], heads: Sequence[str], previous: Layout) -> t
         else:
             kinds.append(GROWN)
             growth.append(i)
-    # after the conversation's growth: a block updated in place, or one re-sent unchanged after all of it
-    trailing = [i for i in range(growth[0] + 1, len(ids)) if i in replaced or (i > growth[-1] and ids[i] in before)] if growth else []
+    # The conversation grew by the exchange that answers the previous request's live turn; what the client sends
+    # after it, updated in place or re-sent unchanged after all of the growth, is its scaffolding. (A history
+    # edited in its middle grows elsewhere: nothing after the edit is taken for scaffolding.)
+    answer = next((i for i in growth if previous.live and heads[i] == previous.live), None)
+    after = range(answer + 1, len(ids)) if answer is not None else range(0)
+    trailing = [i for i in after if i in replaced or (i > growth[-1] and ids[i] in before)]
     for i in trailing:
         kinds[i] = SCAFFOLD
     return kinds, bool(trailing)

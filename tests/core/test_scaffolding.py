@@ -9,7 +9,7 @@ import pytest
 
 from gateway.core.blocks import split_blocks
 from gateway.core.pages import page_id
-from gateway.core.scaffolding import PREAMBLE_BLOCKS, Layout, compile_pins, is_plain_exchange, scaffolding_blocks
+from gateway.core.scaffolding import PREAMBLE_BLOCKS, Layout, compile_pins, head_of, is_plain_exchange, scaffolding_blocks
 from gateway.core.scaffolding import decide as decide_layout
 
 Message = dict[str, Any]
@@ -125,7 +125,8 @@ def thread(requests: list[list[Message]], pins: tuple[re.Pattern[str], ...] = ()
     decided = []
     for messages in requests:
         blocks = split_blocks(messages).blocks
-        decision = decide_layout(blocks, [page_id(b.text) for b in blocks], Layout.loads(remembered), pins, preamble)
+        split = split_blocks(messages)
+        decision = decide_layout(blocks, [page_id(b.text) for b in blocks], split.tail, Layout.loads(remembered), pins, preamble)
         if decision.layout is not None:
             remembered = decision.layout.dumps()
         decided.append([blocks[i].anchor_text.splitlines()[0][:20] for i in sorted(decision.scaffold)])
@@ -228,12 +229,13 @@ def test_a_chat_whose_client_edits_retries_or_truncates_has_no_scaffolding() -> 
         [*turn(1), *turn(2), *turn(3), live(4)],
         [*turn(1), *turn(2), *turn(3, "Answer 3, regenerated."), live(4)],  # the last answer regenerated
         [*turn(1), *turn(2), *turn(3, "Answer 3, regenerated."), live(4)],  # a retry: the same request again
+        [*turn(1), *pair("A rewritten second question", "Answer 2"), *turn(3, "Answer 3, regenerated."), live(4)],  # edited in the middle
         [*turn(1), *pair("Turn 2: a question about topic 2, edited", "Answer 2'"), live(3)],  # an edit cuts the rest
         [*turn(1), *pair("Turn 2: a question about topic 2, edited", "Answer 2'"), *turn(3), live(4)],
         [*pair("Summary of turns 1 to 3", "Ok."), *turn(4), live(5)],  # the client summarized its history
         [*pair("Summary of turns 1 to 3", "Ok."), *turn(4), *turn(5), live(6)],
     ])  # fmt: skip
-    assert decided == [[]] * 8
+    assert decided == [[]] * 9
 
 
 def test_a_pin_in_a_plain_chat_does_not_make_its_history_a_preamble() -> None:
@@ -250,19 +252,19 @@ def test_a_lead_with_tool_work_is_no_preamble() -> None:
 
 
 def test_a_request_without_sealed_blocks_keeps_the_layout() -> None:
-    first = split_blocks([*turn(1), *reminder("a"), live(2)]).blocks
-    layout = decide_layout(first, [page_id(b.text) for b in first], None).layout
-    assert layout is not None and decide_layout([], [], layout).layout is None  # e.g. a side request for a title
-    assert decide_layout([], [], None).layout == Layout((), (), "")
+    first = split_blocks([*turn(1), *reminder("a"), live(2)])
+    layout = decide_layout(first.blocks, [page_id(b.text) for b in first.blocks], first.tail, None).layout
+    assert layout is not None and decide_layout([], [], [live(3)], layout).layout is None  # e.g. a side request for a title
+    assert decide_layout([], [], [live(1)], None).layout == Layout((), (), "", head_of(live(1)["content"]))
 
 
 @pytest.mark.parametrize("raw", [None, "", "not json", "[]", '{"v": 1}', '{"v": 2, "ids": [], "heads": [], "kinds": ""}',
-                                 '{"v": 1, "ids": ["a"], "heads": [], "kinds": "s"}', '{"v": 1, "ids": ["a"], "heads": ["h"], "kinds": "x"}'])  # fmt: skip
+                                 '{"v": 1, "ids": ["a"], "heads": [], "kinds": "s"}', '{"v": 1, "ids": ["a"], "heads": ["h"], "kinds": "x", "live": ""}', '{"v": 1, "ids": [], "heads": [], "kinds": ""}'])  # fmt: skip
 def test_a_layout_that_is_not_one_this_version_wrote_is_none(raw: str | None) -> None:
     assert Layout.loads(raw) is None
 
 
 def test_a_layout_round_trips() -> None:
-    layout = Layout(("a1", "b2"), ("h", ""), "so")
+    layout = Layout(("a1", "b2"), ("h", ""), "so", "l")
     assert Layout.loads(layout.dumps()) == layout and Layout.loads(layout.dumps().encode()) == layout
     assert layout.scaffold() == frozenset({0})
