@@ -81,7 +81,11 @@ def head_of(text: str) -> str:
     updated in place keeps (aider's "I have *added these files to the chat*…", a reminder's opening tag)."""
     found = _FIRST_LINE.search(text)
     line = found.group().strip() if found else ""
-    return hashlib.blake2b(line.encode("utf-8", "surrogatepass"), digest_size=5).hexdigest() if line else ""
+    return _digest(line) if line else ""
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=5).hexdigest()
 
 
 def _matches(block: Block, patterns: Sequence[re.Pattern[str]]) -> bool:
@@ -93,8 +97,22 @@ def scaffolding_blocks(
 ) -> frozenset[int]:
     """Positions in ``blocks`` of the scaffolding the config's markers name: the pinned blocks, and the closed
     preamble up to the first block matching a ``preamble`` marker (see the module docstring)."""
-    found = set(index for index, block in enumerate(blocks) if _matches(block, pins))
-    marker = next((index for index, block in enumerate(blocks) if _matches(block, preamble)), None)
+    return _hinted(blocks, range(len(blocks)), pins, preamble)
+
+
+def _hinted(
+    blocks: Sequence[Block], among: Iterable[int], pins: Sequence[re.Pattern[str]], preamble: Sequence[re.Pattern[str]]
+) -> frozenset[int]:
+    """:func:`scaffolding_blocks`, looking for markers only in the blocks at positions ``among`` (in order)."""
+    if not pins and not preamble:
+        return frozenset()
+    found: set[int] = set()
+    marker = None
+    for index in among:
+        if _matches(blocks[index], pins):
+            found.add(index)
+        if marker is None and _matches(blocks[index], preamble):
+            marker = index
     if marker is not None and all(is_plain_exchange(blocks[i]) for i in range(marker + 1)):
         found.update(range(marker + 1))
     return frozenset(found)
@@ -108,9 +126,10 @@ class Layout:
     heads: tuple[str, ...]
     kinds: str  # one of SCAFFOLD / GROWN / FIRST per block
     live: str = ""  # the head of the request's live turn: the block that answers it is the conversation's growth
+    hints: str = ""  # which markers decided it (a hash of them): with others, every block is looked at again
 
     def dumps(self) -> str:
-        fields = {"v": LAYOUT_VERSION, "ids": self.ids, "heads": self.heads, "kinds": self.kinds, "live": self.live}
+        fields = {"v": LAYOUT_VERSION, "ids": self.ids, "heads": self.heads, "kinds": self.kinds, "live": self.live, "hints": self.hints}
         return json.dumps(fields, separators=(",", ":"))
 
     @classmethod
@@ -121,7 +140,8 @@ class Layout:
             return None
         try:
             data = json.loads(raw)
-            layout = cls(tuple(map(str, data["ids"])), tuple(map(str, data["heads"])), str(data["kinds"]), str(data["live"]))
+            ids, heads = (tuple(map(str, data[key])) for key in ("ids", "heads"))
+            layout = cls(ids, heads, *(str(data[key]) for key in ("kinds", "live", "hints")))
         except (ValueError, TypeError, KeyError):
             return None
         ok = data.get("v") == LAYOUT_VERSION and len(layout.ids) == len(layout.heads) == len(layout.kinds)
@@ -151,22 +171,28 @@ def decide(
     """The scaffolding among ``blocks`` (whose page ids are ``ids``; ``tail`` is the request's live turn), given
     the thread's ``previous`` layout (``None`` for its first request): the structural rule of the module
     docstring, with the config's markers on top."""
-    hinted = scaffolding_blocks(blocks, pins, preamble)
     live = head_of("\n".join(message_text(m) for m in tail if m.get("role") == "user"))
+    hints = _digest(json.dumps([[p.pattern for p in pins], [p.pattern for p in preamble]]))
     if not blocks:
-        return Decision(hinted, None if previous is not None else Layout((), (), "", live))
+        return Decision(frozenset(), None if previous is not None else Layout((), (), "", live, hints))
     if previous is None:
+        hinted = scaffolding_blocks(blocks, pins, preamble)
         first = "".join(SCAFFOLD if i in hinted else FIRST for i in range(len(blocks)))
-        return Decision(hinted, Layout(tuple(ids), tuple(head_of(block.anchor_text) for block in blocks), first, live))
-    known = dict(zip(previous.ids, previous.heads))  # a block's head is a function of its content, hence of its id
+        return Decision(hinted, Layout(tuple(ids), tuple(head_of(block.anchor_text) for block in blocks), first, live, hints))
+    # A block's head, and whether a marker matches it, are functions of its content, hence of its id: for the
+    # blocks the previous request had, they are in its layout (a pinned block is there as scaffolding) unless
+    # the markers changed since.
+    known = dict(zip(previous.ids, previous.heads))
     heads = tuple(known[i] if i in known else head_of(block.anchor_text) for i, block in zip(ids, blocks))
+    fresh = range(len(ids)) if previous.hints != hints else (i for i, block_id in enumerate(ids) if block_id not in known)
+    hinted = _hinted(blocks, fresh, pins, preamble)
     kinds, trailing = _structural(ids, heads, previous)
     for i in hinted:
         kinds[i] = SCAFFOLD
     if trailing:  # by this request's structure alone: a pin in a plain chat makes no preamble of its history
         _lead(blocks, kinds)
     scaffold = frozenset(i for i, kind in enumerate(kinds) if kind == SCAFFOLD)
-    return Decision(scaffold, Layout(tuple(ids), heads, "".join(kinds), live))
+    return Decision(scaffold, Layout(tuple(ids), heads, "".join(kinds), live, hints))
 
 
 def _structural(ids: Sequence[str], heads: Sequence[str], previous: Layout) -> tuple[list[str], bool]:

@@ -251,11 +251,24 @@ def test_a_lead_with_tool_work_is_no_preamble() -> None:
     assert decided == [[], ["<reminder>"]]
 
 
+def test_markers_added_to_the_config_apply_to_the_blocks_already_seen() -> None:
+    requests = [[*aider([], "v1"), live(1)]] * 2  # a retry: no growth, so the layout alone shows nothing new
+    remembered = None
+    decided = []
+    for messages, pins in zip(requests, [(), PINS]):  # the gateway restarted with pins between the two
+        split = split_blocks(messages)
+        decision = decide_layout(split.blocks, [page_id(b.text) for b in split.blocks], split.tail, remembered, pins, PREAMBLE)
+        remembered = decision.layout
+        decided.append(sorted(decision.scaffold))
+    assert decided == [[0, 1, 2], [0, 1, 2, 3, 4]]  # the preamble, then the repository map and the files block too
+
+
 def test_a_request_without_sealed_blocks_keeps_the_layout() -> None:
     first = split_blocks([*turn(1), *reminder("a"), live(2)])
     layout = decide_layout(first.blocks, [page_id(b.text) for b in first.blocks], first.tail, None).layout
     assert layout is not None and decide_layout([], [], [live(3)], layout).layout is None  # e.g. a side request for a title
-    assert decide_layout([], [], [live(1)], None).layout == Layout((), (), "", head_of(live(1)["content"]))
+    empty = decide_layout([], [], [live(1)], None).layout
+    assert empty is not None and (empty.ids, empty.live) == ((), head_of(live(1)["content"]))
 
 
 @pytest.mark.parametrize("raw", [None, "", "not json", "[]", '{"v": 1}', '{"v": 2, "ids": [], "heads": [], "kinds": ""}',
@@ -265,6 +278,6 @@ def test_a_layout_that_is_not_one_this_version_wrote_is_none(raw: str | None) ->
 
 
 def test_a_layout_round_trips() -> None:
-    layout = Layout(("a1", "b2"), ("h", ""), "so", "l")
+    layout = Layout(("a1", "b2"), ("h", ""), "so", "l", "p")
     assert Layout.loads(layout.dumps()) == layout and Layout.loads(layout.dumps().encode()) == layout
     assert layout.scaffold() == frozenset({0})
