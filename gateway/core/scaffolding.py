@@ -147,9 +147,6 @@ class Layout:
         ok = data.get("v") == LAYOUT_VERSION and len(layout.ids) == len(layout.heads) == len(layout.kinds)
         return layout if ok and set(layout.kinds) <= {SCAFFOLD, GROWN, FIRST} else None
 
-    def scaffold(self) -> frozenset[int]:
-        return frozenset(i for i, kind in enumerate(self.kinds) if kind == SCAFFOLD)
-
 
 @dataclass(frozen=True)
 class Decision:

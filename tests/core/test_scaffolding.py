@@ -280,4 +280,3 @@ def test_a_layout_that_is_not_one_this_version_wrote_is_none(raw: str | None) ->
 def test_a_layout_round_trips() -> None:
     layout = Layout(("a1", "b2"), ("h", ""), "so", "l", "p")
     assert Layout.loads(layout.dumps()) == layout and Layout.loads(layout.dumps().encode()) == layout
-    assert layout.scaffold() == frozenset({0})
