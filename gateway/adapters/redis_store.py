@@ -308,6 +308,16 @@ class RedisStore:
         with store_errors():
             await self._redis.set(self.keys(thread).form, "paged")
 
+    async def layout(self, thread: ThreadKey) -> str | None:
+        """The thread's last request layout as :meth:`save_layout` stored it (see :mod:`gateway.core.scaffolding`)."""
+        with store_errors():
+            raw = await self._redis.get(self.keys(thread).layout)
+        return raw.decode("utf-8") if isinstance(raw, bytes) else raw
+
+    async def save_layout(self, thread: ThreadKey, layout: str) -> None:
+        with store_errors():
+            await self._redis.set(self.keys(thread).layout, layout)
+
     async def focus(self, thread: ThreadKey) -> tuple[dict[str, View], tuple[Step, ...]]:
         """The thread's persisted views and reasoning trace."""
         with store_errors():

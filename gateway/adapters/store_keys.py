@@ -101,6 +101,10 @@ class ThreadKeys:
     def form(self) -> str:
         return self._key("form")
 
+    @property
+    def layout(self) -> str:
+        return self._key("layout")
+
 
 def threads_key(prefix: str) -> str:
     return f"{prefix}:threads"

@@ -54,9 +54,9 @@ from gateway.core.rounds import ZoomNames
 from gateway.errors import ContextLengthExceeded, InvalidRequest
 from gateway.core.excerpt import ExcerptOption, Unit, excerpt_options, line_coverage, units_of
 from gateway.core.lexical import idf_weights, term_counts, terms
-from gateway.core.scaffolding import compile_pins, scaffolding_blocks
+from gateway.core.scaffolding import Layout, compile_pins, decide, scaffolding_blocks
 from gateway.service.router import Router
-from gateway.service.split_cache import SplitCache
+from gateway.service.split_cache import Split, SplitCache
 
 __all__ = ["PagedContext", "ContextBuilder", "SAVE_COMMAND", "zoom_names"]
 
@@ -180,6 +180,15 @@ class ContextBuilder:
             scaffold = scaffolding_blocks(blocks, self._pins, self._preamble)
         return [i for i, b in enumerate(blocks) if i not in scaffold and b.anchor_text.strip() != SAVE_COMMAND]
 
+    async def _scaffolding(self, thread: ThreadKey, split: Split) -> frozenset[int]:
+        """The client's scaffolding among the request's blocks, by their layout next to the thread's previous
+        request's and by the config's pins (gateway.core.scaffolding); the layout is kept for the next request."""
+        previous = Layout.loads(await self._store.layout(thread))
+        decision = decide(split.blocks, split.ids, split.tail, previous, self._pins, self._preamble)
+        if decision.layout is not None and decision.layout != previous:
+            await self._store.save_layout(thread, decision.layout.dumps())
+        return decision.scaffold
+
     async def ingest(
         self, thread: ThreadKey, blocks: Sequence[Block], now: datetime, known_ids: Sequence[str] | None = None
     ) -> tuple[list[str], list[str]]:
@@ -254,7 +263,7 @@ class ContextBuilder:
         except ValueError as exc:
             raise InvalidRequest(str(exc), param="messages") from exc
         # the client's scaffolding stays verbatim in its place and is never a page; only the conversation is paged
-        scaffold = scaffolding_blocks(split.blocks, self._pins, self._preamble)
+        scaffold = await self._scaffolding(thread, split)
         keep = self.conversation(split.blocks, scaffold)
         blocks = [split.blocks[i] for i in keep]
         ids, added = await self.ingest(thread, blocks, now, [split.ids[i] for i in keep])

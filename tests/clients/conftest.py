@@ -1,8 +1,8 @@
 """Real client programs against the gateway subprocess and the scripted upstream (opt-in: ``pytest -m clients``).
 
 The clients are looked for in ``$PCP_CLIENTS_DIR``, else ``.clients/`` at the top of the checkout, where
-``scripts/setup-clients`` installs them: ``aider/`` (a venv with ``aider-chat``) and ``opencode/`` (npm's
-``opencode-ai``). A test whose client is not installed is skipped, saying how to install it.
+``scripts/setup-clients`` installs them: ``aider/`` (a venv with ``aider-chat``), ``opencode/`` (npm's
+``opencode-ai``) and ``continue/`` (npm's ``@continuedev/cli``). A test whose client is not installed is skipped, saying how to install it.
 """
 
 from __future__ import annotations

@@ -59,11 +59,14 @@ def aider_python() -> Path:
     return client("aider/bin/python")
 
 
-@pytest.fixture(scope="module")
-def gateway(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+@pytest.fixture(scope="module", params=["pins", "layout"])
+def gateway(request: pytest.FixtureRequest, fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+    """The gateway with the shipped config's aider pins, or with none: the request layout alone decides."""
     shipped = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))["pcp"]
     workdir = tmp_path_factory.mktemp("aider-gateway")
-    pcp = {"budget_tokens": BUDGET, "recent_turns": 2, "pin": shipped["pin"], "pin_preamble": shipped["pin_preamble"]}
+    pcp = {"budget_tokens": BUDGET, "recent_turns": 2}
+    if request.param == "pins":
+        pcp.update(pin=shipped["pin"], pin_preamble=shipped["pin_preamble"])
     with GatewayProcess(config=gateway_config(fake.url, workdir / "data", pcp=pcp), workdir=workdir) as process:
         yield process
 
@@ -104,6 +107,13 @@ def _run_aider(python: Path, gateway: GatewayProcess, repo: Path, home: Path, th
     return result
 
 
+def _nodes(pages: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Every page of a thread view, consolidated ones and the pages under them."""
+    for page in pages:
+        yield page
+        yield from _nodes(page.get("children", []))
+
+
 def _client_system(message: dict[str, Any]) -> str:
     text = str(message["content"])
     return text[: text.index("<PagedContext")]
@@ -121,16 +131,25 @@ def test_aider_scaffolding_is_sent_verbatim_every_time_and_only_the_conversation
 
     systems = {_client_system(body["messages"][0]) for body in requests if body}
     assert len(systems) == 1 and systems.pop().startswith("Act as an expert software developer.")
+    # Without pins, the layout alone decides, and it needs aider to show where its conversation grows. Until its
+    # first edit aider appends each exchange after the files block, so its requests look like a history imported
+    # by the first request and growing at its end: the examples are paged like one. Once the edit is applied it
+    # moves the exchanges before the files block, and the file block is replaced: the request after the edit
+    # (the third) is the first whose scaffolding the layout finds.
+    pinned = bool(gateway.config["pcp"].get("pin"))
+    found_from = 0 if pinned else 2
     preambles = set()
     for turn, body in enumerate(requests):
         assert body is not None
         messages = body["messages"]
-        xml = str(messages[0]["content"])[len(_client_system(messages[0])) :]
-        assert not any(mark in xml for mark in EXAMPLE_MARKS), "scaffolding rendered as memory"
         # the files block: exactly one, with the file's contents as they were when aider sent the request
         current = result["files"][turn - 1]["greet.py"] if turn else GREET
         blocks = [str(m["content"]) for m in messages if FILES_MARK in str(m["content"])]
         assert len(blocks) == 1 and current in blocks[0]
+        if turn < found_from:
+            continue
+        xml = str(messages[0]["content"])[len(_client_system(messages[0])) :]
+        assert not any(mark in xml for mark in EXAMPLE_MARKS), "scaffolding rendered as memory"
         # the examples, the code-base switch and the repo map lead every request, verbatim and in aider's order
         switch = next(i for i, m in enumerate(messages) if str(m["content"]).startswith("I switched to a new code base"))
         preambles.add(json.dumps(messages[1 : switch + 4]))
@@ -147,5 +166,9 @@ def test_aider_scaffolding_is_sent_verbatim_every_time_and_only_the_conversation
 
     view = httpx.get(f"{gateway.root_url}/pcp/threads/{thread}", headers={"Authorization": "Bearer sk-client"}, timeout=10).json()
     summaries = json.dumps(view["pages"])
-    assert not any(mark in summaries for mark in EXAMPLE_MARKS), "scaffolding stored as pages"
     assert "Turn 1:" in summaries and "Turn 8:" in summaries
+    if pinned:
+        assert not any(mark in summaries for mark in EXAMPLE_MARKS), "scaffolding stored as pages"
+    else:  # only the first requests' copies (never shown again): the files block as it was then, and no later one
+        originals = [page for page in _nodes(view["pages"]) if page["type"] == "Original"]
+        assert sum(FILES_MARK in page["summary"] for page in originals) == 1

@@ -1,6 +1,6 @@
 """opencode, the real program (npm `opencode-ai`), over several turns through the gateway: its long system prompt
 and its tool schemas reach the model verbatim in every request, its tool calls run on the client and their results
-come back, and the conversation is paged once it outgrows the budget.
+come back, no page is anything but the conversation, and the conversation is paged once it outgrows the budget.
 
 opencode is configured as its docs say for an OpenAI-compatible server: a provider using `@ai-sdk/openai-compatible`
 with the gateway's base URL (and `X-PCP-Thread` in the provider's `headers`, so the session is one thread). Each turn
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -129,3 +130,15 @@ def test_opencode_system_prompt_tools_and_tool_results_reach_the_model_and_the_c
 
     view = httpx.get(f"{gateway.root_url}/pcp/threads/{thread}", headers={"Authorization": "Bearer sk-client"}, timeout=10).json()
     assert "Turn 1:" in json.dumps(view["pages"]) and "Turn 2:" in json.dumps(view["pages"])
+    # opencode sends no example exchange: every stored page is a turn of the conversation (its title request,
+    # on the same thread, left none), and the request layout took none of its turns for scaffolding
+    originals = [page for page in _nodes(view["pages"]) if page["type"] == "Original"]
+    assert originals and all(re.search(r"Turn \d:", page["summary"]) for page in originals), [p["summary"][:60] for p in originals]
+    assert {int(n) for page in originals for n in re.findall(r"Turn (\d):", page["summary"])} == set(range(1, len(TURNS)))
+
+
+def _nodes(pages: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Every page of a thread view, consolidated ones and the pages under them."""
+    for page in pages:
+        yield page
+        yield from _nodes(page.get("children", []))

@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from gateway.core.blocks import split_blocks
-from gateway.core.scaffolding import compile_pins, is_plain_exchange, scaffolding_blocks
+from gateway.core.pages import page_id
+from gateway.core.scaffolding import PREAMBLE_BLOCKS, Layout, compile_pins, head_of, is_plain_exchange, scaffolding_blocks
+from gateway.core.scaffolding import decide as decide_layout
 
 Message = dict[str, Any]
 
@@ -101,3 +103,180 @@ def test_plain_exchange_shape(messages: list[Message], plain: bool) -> None:
 def test_bad_pattern_is_an_re_error() -> None:
     with pytest.raises(re.error):
         compile_pins(["(unclosed"])
+
+
+# The structural rule: a thread's requests in order, each decided against the layout of the one before.
+
+SYSTEM = {"role": "system", "content": "Act as an expert software developer."}
+
+
+def turn(n: int, answer: str | None = None) -> list[Message]:
+    return pair(f"Turn {n}: a question about topic {n}", answer or f"Answer {n}: the reply to topic {n}.")
+
+
+def live(n: int) -> Message:
+    return {"role": "user", "content": f"Turn {n}: a question about topic {n}"}
+
+
+def thread(requests: list[list[Message]], pins: tuple[re.Pattern[str], ...] = (), preamble: tuple[re.Pattern[str], ...] = ()) -> list[list[str]]:
+    """Each request's scaffolding, as the first user line (20 characters) of each block, in order, deciding every
+    request against the layout the previous one left, through its serialized form as the store keeps it."""
+    remembered: str | None = None
+    decided = []
+    for messages in requests:
+        blocks = split_blocks(messages).blocks
+        split = split_blocks(messages)
+        decision = decide_layout(blocks, [page_id(b.text) for b in blocks], split.tail, Layout.loads(remembered), pins, preamble)
+        if decision.layout is not None:
+            remembered = decision.layout.dumps()
+        decided.append([blocks[i].anchor_text.splitlines()[0][:20] for i in sorted(decision.scaffold)])
+    return decided
+
+
+def aider(done: list[Message], version: str, repo: list[Message] = REPO) -> list[Message]:
+    """An aider request: examples, the code-base switch, the repo map, the history, the chat files, the live turn."""
+    return [SYSTEM, *EXAMPLES, *SWITCHED, *repo, *done, *files(version)]
+
+
+LEAD = ["Change get_factorial", "Refactor hello() int", "I switched to a new ", "Here are summaries o"]
+FILES = "I have *added these "
+
+
+def test_aider_without_pins_its_scaffolding_is_found_from_the_second_request_on() -> None:
+    repo2 = pair("Here are summaries of some files present in my git repository.\nmain.py:\n⋮\nmathy.py:\n⋮\n", "Ok, I won't try ...")
+    decided = thread([
+        [*aider([], "v1"), live(1)],
+        [*aider(turn(1), "v1"), live(2)],
+        [*aider(turn(1) + turn(2, "greet.py\n<<<<<<< SEARCH ..."), "v2"), live(3)],  # the edit changed the file
+        [*aider(turn(1) + turn(2) + turn(3), "v2", repo2), live(4)],  # and the repository map
+        [*aider(turn(1) + turn(2) + turn(3) + turn(4), "v3", repo2), live(5)],
+    ])  # fmt: skip
+    assert decided[0] == []  # a first request has nothing to compare with: an imported history looks the same
+    assert decided[1:] == [[*LEAD, FILES]] * 4  # the new file block and map replace the old ones, in their place
+
+
+def test_aider_with_pins_its_scaffolding_is_found_from_the_first_request() -> None:
+    decided = thread([[*aider([], "v1"), live(1)], [*aider(turn(1), "v2"), live(2)]], PINS, PREAMBLE)
+    assert decided == [[*LEAD, FILES]] * 2
+
+
+def test_aider_when_the_first_answer_is_reflected_the_files_block_is_found_once_the_conversation_grows_before_it() -> None:
+    reflect = {"role": "user", "content": "The SEARCH block did not match: fix it."}
+    decided = thread([
+        [*aider([], "v1"), live(1)],
+        [*aider([], "v1"), *turn(1), reflect],  # aider's current turn comes after the files: the end grew
+        [*aider(turn(1) + [reflect, {"role": "assistant", "content": "Fixed."}], "v1"), live(2)],
+        [*aider(turn(1) + [reflect, {"role": "assistant", "content": "Fixed."}] + turn(2), "v2"), live(3)],
+    ])  # fmt: skip
+    assert decided == [[], [], [*LEAD, FILES], [*LEAD, FILES]]
+
+
+REMINDER = "<reminder>\nKeep answers short. Use the tools.\n"
+
+
+def reminder(todo: str) -> list[Message]:
+    return pair(f"{REMINDER}Todo: {todo}", "Understood.")
+
+
+def test_a_reminder_between_the_history_and_the_live_turn_is_scaffolding_and_its_update_replaces_it() -> None:
+    decided = thread([
+        [SYSTEM, *reminder("nothing yet"), live(1)],
+        [SYSTEM, *turn(1), *reminder("nothing yet"), live(2)],
+        [SYSTEM, *turn(1), *turn(2), *reminder("write the tests"), live(3)],  # updated in place
+        [SYSTEM, *turn(1), *turn(2), *turn(3), *reminder("write the tests"), live(4)],
+    ])  # fmt: skip
+    assert decided == [[], ["<reminder>"], ["<reminder>"], ["<reminder>"]]
+
+
+def test_a_block_that_was_scaffolding_stays_so_wherever_it_moves() -> None:
+    decided = thread([
+        [*reminder("a"), live(1)],
+        [*turn(1), *reminder("a"), live(2)],
+        [*reminder("a"), *turn(1), *turn(2), live(3)],  # the client moved it to the front
+    ])  # fmt: skip
+    assert decided == [[], ["<reminder>"], ["<reminder>"]]
+
+
+def test_a_first_requests_history_before_a_reminder_is_taken_for_a_preamble_only_while_it_is_short() -> None:
+    """The ambiguity the cap bounds: by structure, a history the thread's first request brought, followed by a
+    reminder the client re-sends, looks like aider's examples before its files block."""
+    short = [m for n in range(1, 3) for m in turn(n)]
+    decided = thread([[*short, *reminder("a"), live(3)], [*short, *turn(3), *reminder("a"), live(4)]])
+    assert decided == [[], ["Turn 1: a question a", "Turn 2: a question a", "<reminder>"]]
+    long = [m for n in range(1, PREAMBLE_BLOCKS + 2) for m in turn(n)]
+    decided = thread([[*long, *reminder("a"), live(99)], [*long, *turn(99), *reminder("a"), live(100)]])
+    assert decided == [[], ["<reminder>"]]
+
+
+def test_a_plain_growing_chat_has_no_scaffolding() -> None:
+    done: list[Message] = []
+    requests = []
+    for n in range(1, 7):
+        requests.append([SYSTEM, *done, live(n)])
+        done += turn(n, "Ok.")  # the same short answer every time
+    assert thread(requests) == [[]] * 6
+
+
+def test_an_imported_history_that_grows_at_its_end_has_no_scaffolding() -> None:
+    history = [m for n in range(1, 9) for m in turn(n)]
+    requests = [[*history, live(9)], [*history, *turn(9), live(10)], [*history, *turn(9), *turn(10), live(11)]]
+    assert thread(requests, PINS) == [[]] * 3
+
+
+def test_a_chat_whose_client_edits_retries_or_truncates_has_no_scaffolding() -> None:
+    decided = thread([
+        [*turn(1), *turn(2), live(3)],
+        [*turn(1), *turn(2), *turn(3), live(4)],
+        [*turn(1), *turn(2), *turn(3, "Answer 3, regenerated."), live(4)],  # the last answer regenerated
+        [*turn(1), *turn(2), *turn(3, "Answer 3, regenerated."), live(4)],  # a retry: the same request again
+        [*turn(1), *pair("A rewritten second question", "Answer 2"), *turn(3, "Answer 3, regenerated."), live(4)],  # edited in the middle
+        [*turn(1), *pair("Turn 2: a question about topic 2, edited", "Answer 2'"), live(3)],  # an edit cuts the rest
+        [*turn(1), *pair("Turn 2: a question about topic 2, edited", "Answer 2'"), *turn(3), live(4)],
+        [*pair("Summary of turns 1 to 3", "Ok."), *turn(4), live(5)],  # the client summarized its history
+        [*pair("Summary of turns 1 to 3", "Ok."), *turn(4), *turn(5), live(6)],
+    ])  # fmt: skip
+    assert decided == [[]] * 9
+
+
+def test_a_pin_in_a_plain_chat_does_not_make_its_history_a_preamble() -> None:
+    pasted = pair("I have *added these files to the chat* — a line the user pasted", "I see.")
+    decided = thread([[*turn(1), *turn(2), live(3)], [*turn(1), *turn(2), *turn(3), *pasted, live(4)], [*turn(1), *turn(2), *turn(3), *pasted, *turn(4), live(5)]], PINS)
+    assert decided == [[], [FILES], [FILES]]
+
+
+def test_a_lead_with_tool_work_is_no_preamble() -> None:
+    call = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{}"}}]}
+    work = [{"role": "user", "content": "read it"}, call, {"role": "tool", "tool_call_id": "c1", "content": "text"}, {"role": "assistant", "content": "done"}]
+    decided = thread([[*work, *reminder("a"), live(1)], [*work, *turn(1), *reminder("a"), live(2)]])
+    assert decided == [[], ["<reminder>"]]
+
+
+def test_markers_added_to_the_config_apply_to_the_blocks_already_seen() -> None:
+    requests = [[*aider([], "v1"), live(1)]] * 2  # a retry: no growth, so the layout alone shows nothing new
+    remembered = None
+    decided = []
+    for messages, pins in zip(requests, [(), PINS]):  # the gateway restarted with pins between the two
+        split = split_blocks(messages)
+        decision = decide_layout(split.blocks, [page_id(b.text) for b in split.blocks], split.tail, remembered, pins, PREAMBLE)
+        remembered = decision.layout
+        decided.append(sorted(decision.scaffold))
+    assert decided == [[0, 1, 2], [0, 1, 2, 3, 4]]  # the preamble, then the repository map and the files block too
+
+
+def test_a_request_without_sealed_blocks_keeps_the_layout() -> None:
+    first = split_blocks([*turn(1), *reminder("a"), live(2)])
+    layout = decide_layout(first.blocks, [page_id(b.text) for b in first.blocks], first.tail, None).layout
+    assert layout is not None and decide_layout([], [], [live(3)], layout).layout is None  # e.g. a side request for a title
+    empty = decide_layout([], [], [live(1)], None).layout
+    assert empty is not None and (empty.ids, empty.live) == ((), head_of(live(1)["content"]))
+
+
+@pytest.mark.parametrize("raw", [None, "", "not json", "[]", '{"v": 1}', '{"v": 2, "ids": [], "heads": [], "kinds": ""}',
+                                 '{"v": 1, "ids": ["a"], "heads": [], "kinds": "s"}', '{"v": 1, "ids": ["a"], "heads": ["h"], "kinds": "x", "live": ""}', '{"v": 1, "ids": [], "heads": [], "kinds": ""}'])  # fmt: skip
+def test_a_layout_that_is_not_one_this_version_wrote_is_none(raw: str | None) -> None:
+    assert Layout.loads(raw) is None
+
+
+def test_a_layout_round_trips() -> None:
+    layout = Layout(("a1", "b2"), ("h", ""), "so", "l", "p")
+    assert Layout.loads(layout.dumps()) == layout and Layout.loads(layout.dumps().encode()) == layout

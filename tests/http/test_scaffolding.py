@@ -88,10 +88,27 @@ def test_save_stores_no_scaffolding(gateway: GatewayProcess, upstream: FakeUpstr
     assert upstream.chat_requests == []  # /save is answered by the gateway itself
 
 
-def test_without_markers_the_same_request_is_all_conversation(fake: FakeUpstream, upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_without_markers_the_layout_finds_the_scaffolding_from_the_second_request_on(
+    fake: FakeUpstream, upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     workdir = tmp_path_factory.mktemp("no-pins")
-    config = gateway_config(fake.url, workdir / "data", pcp={"budget_tokens": 4000, "recent_turns": 1, "consolidation": False})
+    config = gateway_config(fake.url, workdir / "data", pcp={"budget_tokens": BUDGET, "recent_turns": 1, "consolidation": False})
     thread = "t-" + uuid.uuid4().hex[:12]
+    system = {"role": "system", "content": "Act as an expert software developer."}
+    done: list[Message] = []
     with GatewayProcess(config=config, workdir=workdir) as plain:
-        _send(plain, thread, [*EXAMPLES, *REPO, *files(1), *exchange(1)[:1]])
-        assert "get_factorial" in _pages(plain, thread)  # stored as a page: what the pins are there to prevent
+        for n in range(1, 7):
+            _send(plain, thread, [system, *EXAMPLES, *REPO, *done, *files(n), *exchange(n)[:1]])
+            sent = upstream.chat_requests[-1].body
+            assert sent is not None
+            out = sent["messages"]
+            if n == 1:  # nothing to compare with yet: an imported history would look the same
+                assert "get_factorial" in _pages(plain, thread)
+                done += exchange(n)
+                continue
+            assert out[1 : 1 + len(EXAMPLES) + len(REPO)] == EXAMPLES + REPO
+            assert out[-3:] == [*files(n), exchange(n)[0]]  # the current file block, once, in its place
+            assert sum("added these files" in str(m["content"]) for m in out) == 1  # the old versions never show
+            assert "get_factorial" not in out[0]["content"] and "added these files" not in out[0]["content"]
+            done += exchange(n)
+        assert "Turn 1:" in out[0]["content"] and not any("Turn 1:" in str(m["content"]) for m in out[1:])  # paged
