@@ -136,6 +136,7 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # else each small write of a kept-alive connection waits ~40 ms for an ACK
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:
