@@ -15,6 +15,7 @@ from gateway.adapters.upstream import build_router
 from gateway.bootstrap import build_app, run_worker
 from gateway.config import GatewayConfig, load_config
 from gateway.errors import ConfigError
+from gateway.http.auth import exposure_problem, open_warning
 
 __all__ = ["main"]
 
@@ -85,6 +86,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     host = args.host or config.server.host
     port = args.port if args.port is not None else config.server.port
+    problem = exposure_problem(config, host)
+    if problem is not None:
+        print(f"pcp-gateway: {problem}", file=sys.stderr)
+        return 2
+    if (warning := open_warning(config, host, port)) is not None:
+        logging.getLogger("gateway").warning(warning)
     _serve(config, host, port, args.log_level)
     return 0
 
