@@ -27,6 +27,7 @@ from gateway.config import GatewayConfig
 from gateway.adapters.rate_limit import RateLimiter
 from gateway.http.app import AppState, create_app
 from gateway.http.auth import Access
+from gateway.http.metrics import GatewayMetrics
 from gateway.service.background import Background
 from gateway.service.chat import ChatService
 from gateway.service.consolidator import Consolidator
@@ -96,7 +97,7 @@ def background_for(config: GatewayConfig, services: Services, workers: int) -> B
 
 def build_app(config: GatewayConfig, *, upstream: Upstream | None = None) -> Starlette:
     access = Access(config)
-    state = AppState(models=config.model_names, max_body_bytes=config.server.max_body_bytes, access=access)
+    state = AppState(models=config.model_names, max_body_bytes=config.server.max_body_bytes, access=access, metrics=GatewayMetrics())
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -109,6 +110,12 @@ def build_app(config: GatewayConfig, *, upstream: Upstream | None = None) -> Sta
             state.threads = ThreadInspector(services.store, services.consolidator)
             state.admin = ThreadAdmin(services.store, services.consolidator)
             access.limiter = RateLimiter(services.store.client, config.store.key_prefix)
+            queue = services.queue
+
+            async def probe() -> tuple[dict[str, int], float | None]:
+                return await queue.depth(), await queue.oldest()
+
+            state.queue_probe = probe
             ttl = int(config.store.responses_ttl_hours * 3600)
             state.responses = ResponseMemory(ResponseStore(services.store.client, config.store.key_prefix, ttl))
             log.info("serving models: %s", ", ".join(config.model_names))
@@ -118,6 +125,7 @@ def build_app(config: GatewayConfig, *, upstream: Upstream | None = None) -> Sta
                 state.chat = state.threads = None
                 state.admin = None
                 access.limiter = None
+                state.queue_probe = None
                 state.responses = None
                 state.ping = None
                 if background is not None:

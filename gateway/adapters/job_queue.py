@@ -296,6 +296,18 @@ class JobQueue:
                 pending = 0
         return {"stream": int(stream), "pending": int(pending), "delayed": int(delayed), "dead": int(dead)}
 
+    async def oldest(self) -> float | None:
+        """When the oldest unfinished job on the stream was enqueued (epoch seconds); None when there is none."""
+        with _store("read the oldest job"):
+            first = await self._redis.xrange(self.stream_key, "-", "+", count=1)
+        if not first:
+            return None
+        entry, fields = first[0]
+        try:
+            return float(fields["enqueued_at"])
+        except (KeyError, ValueError):
+            return int(str(entry).split("-")[0]) / 1000
+
     async def dead_letters(self, count: int = 100) -> list[dict[str, Any]]:
         """The latest dead letters, newest first."""
         with _store("read the dead letters"):

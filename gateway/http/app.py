@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 
@@ -17,7 +18,9 @@ from starlette.types import Scope
 from gateway.errors import GatewayError, InvalidRequest
 from gateway.http.api_routes import api_routes, is_messages_path
 from gateway.http.auth import AuthMiddleware, principal_of
-from gateway.http.edge import AppState, read_body, request_meta, sse_comment, sse_data
+from gateway.http.edge import AppState, read_body, request_meta, request_stats, sse_comment, sse_data
+from gateway.http.metrics import metrics_route
+from gateway.http.observe import RequestObserver
 from gateway.http.messages_api import anthropic_error
 from gateway.http.thread_routes import thread_routes
 from gateway.http.validation import parse_chat_request
@@ -105,6 +108,7 @@ def create_app(
 
     async def on_gateway_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, GatewayError)
+        request_stats(request).error = exc.code or exc.type
         if exc.status >= 500:
             log.warning("%s %s -> %d %s", request.method, request.url.path, exc.status, exc.message)
         return _error_response(request, exc)
@@ -113,10 +117,12 @@ def create_app(
         assert isinstance(exc, HTTPException)
         error = InvalidRequest(str(exc.detail), code="not_found" if exc.status_code == 404 else None)
         error.status = exc.status_code
+        request_stats(request).error = error.code or error.type
         return _error_response(request, error)
 
     async def on_unexpected(request: Request, exc: Exception) -> Response:
         log.exception("unexpected error on %s %s", request.method, request.url.path)
+        request_stats(request).error = "unexpected"
         return _error_response(request, GatewayError("the gateway failed unexpectedly; see its log"))
 
     routes = [
@@ -129,7 +135,11 @@ def create_app(
         *thread_routes(state),
         *api_routes(state),
     ]
+    if state.metrics is not None:
+        routes.append(metrics_route(state.metrics, lambda: state.queue_probe, time.time))
     middleware = [Middleware(AuthMiddleware, access=state.access, render=_error_for)] if state.access is not None else []
+    if state.metrics is not None:  # outermost: it sees every request, refused ones included
+        middleware.insert(0, Middleware(RequestObserver, metrics=state.metrics, routes=routes))
     return Starlette(
         routes=routes,
         middleware=middleware,

@@ -29,6 +29,7 @@ from gateway.adapters.rate_limit import RateLimiter
 from gateway.config import TENANT_NAME, GatewayConfig
 from gateway.errors import Forbidden, GatewayError, InvalidRequest, RateLimited, Unauthorized
 from gateway.service.identity import key_tenant
+from gateway.service.request import RequestStats
 
 __all__ = ["Access", "AuthMiddleware", "Principal", "exposure_problem", "open_warning", "principal_of", "presented_key"]
 
@@ -153,6 +154,9 @@ class AuthMiddleware:
             if scope["path"] == "/metrics" and self.access.enabled and not principal.master:
                 raise Forbidden("/metrics needs the master key (general_settings.master_key).")
         except GatewayError as exc:
+            stats = scope.get("pcp.stats")
+            if isinstance(stats, RequestStats):
+                stats.error = exc.code or exc.type
             await self.render(scope, exc)(scope, receive, send)
             return
         scope[_SCOPE_KEY] = principal

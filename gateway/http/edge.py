@@ -11,6 +11,7 @@ from starlette.requests import Request
 
 from gateway.errors import PayloadTooLarge
 from gateway.http.auth import Access, principal_of
+from gateway.http.metrics import GatewayMetrics, QueueProbe
 from gateway.service.chat import ChatService
 from gateway.service.forgetting import ThreadAdmin
 from gateway.service.inspection import ThreadInspector
@@ -23,10 +24,14 @@ __all__ = ["AppState", "read_body", "request_meta", "request_stats", "sse_data",
 class AppState:
     """What the routes need; filled by the composition root's lifespan."""
 
-    def __init__(self, *, models: Collection[str], max_body_bytes: int, access: Access | None = None) -> None:
+    def __init__(
+        self, *, models: Collection[str], max_body_bytes: int, access: Access | None = None, metrics: GatewayMetrics | None = None
+    ) -> None:
         self.models = tuple(models)
         self.max_body_bytes = max_body_bytes
         self.access = access
+        self.metrics = metrics
+        self.queue_probe: QueueProbe | None = None
         self.chat: ChatService | None = None
         self.responses: ResponseMemory | None = None
         self.threads: ThreadInspector | None = None
@@ -35,6 +40,7 @@ class AppState:
 
     async def admit(self, request: Request, model: str) -> None:
         """Whether the caller may call `model` now (its model list and rate; see `gateway.http.auth`)."""
+        request_stats(request).model = model
         if self.access is not None:
             await self.access.admit(request, model)
 

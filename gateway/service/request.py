@@ -12,6 +12,7 @@ __all__ = ["ChatRequest", "RequestMeta", "RequestStats"]
 class RequestStats:
     """What the service learns about one request as it serves it; the edge counts and logs it (no content)."""
 
+    model: str | None = None  # set once the model is known to be configured and allowed
     thread: str | None = None
     form: str | None = None  # raw / paged / pass-through / local (answered by the gateway itself)
     rounds: int | None = None
@@ -19,6 +20,7 @@ class RequestStats:
     shelves: int = 0
     prompt_tokens: int | None = None  # what the gateway sent upstream in the first round, by its own count
     history_tokens: int | None = None  # the thread's raw history, which paging replaced
+    error: str | None = None  # the code of the error the request ended with
 
 
 @dataclass(frozen=True)
