@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -75,6 +75,8 @@ class StoreSettings(_Strict):
     data_dir: Path = Path("./data")
     key_prefix: str = Field(default="pcp", min_length=1)
     responses_ttl_hours: float = Field(default=720.0, gt=0)  # how long /v1/responses keeps a response for previous_response_id
+    # Redis down while a paged request is prepared: serve it pass-through (with a warning), or answer 503
+    when_unavailable: Literal["pass-through", "error"] = "pass-through"
 
 
 class PcpSettings(_Strict):

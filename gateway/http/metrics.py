@@ -65,7 +65,7 @@ class GatewayMetrics:
             self.prompt_tokens.labels(model, form).inc(stats.prompt_tokens)
         if stats.history_tokens is not None:
             self.history_tokens.labels(model, form).inc(stats.history_tokens)
-        if stats.error == StoreUnavailable.code:
+        if stats.error == StoreUnavailable.code or stats.degraded == "store-unavailable":
             self.redis_errors.inc()
 
     async def scrape(self, probe: QueueProbe | None, now: float) -> bytes:

@@ -99,6 +99,7 @@ def _log_line(request_id: str, method: str, route: str, status: int, seconds: fl
         "consults": stats.consults,
         "shelves": stats.shelves,
         "error": stats.error,
+        "degraded": stats.degraded,
     }
     text = " ".join(f"{k}={v}" for k, v in fields.items() if v is not None and k not in ("method", "route", "status"))
     log.info("%s %s %d %s", method, route, status, text, extra={"fields": fields})

@@ -7,11 +7,14 @@ history as pages, then sends it upstream in the form `gateway.core.form` chooses
 make it smaller) or paged (a Paged Context, with the zoom rounds resolved); pass-through mode
 (`X-PCP-Mode: off`, `pcp.enabled: false`, or `model_info.pcp_enabled: false`) forwards
 the request untouched and stores nothing. A user message of exactly `/save` is
-answered by the gateway itself.
+answered by the gateway itself. When Redis does not answer while a paged request is prepared, the
+request is served pass-through (`x-pcp-degraded: store-unavailable`) with a warning, or refused with
+a 503 when `store.when_unavailable: error`; nothing is lost, since the next request resends the history.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -25,6 +28,7 @@ from gateway.adapters.upstream import Upstream
 from gateway.config import GatewayConfig
 from gateway.core import TokenCounter, message_text, split_blocks
 from gateway.core.form import Form, choose_form
+from gateway.errors import StoreUnavailable
 from gateway.service.consolidator import Consolidator
 from gateway.service.context import SAVE_COMMAND, ContextBuilder, PagedContext
 from gateway.service.identity import request_budget, request_time, thread_of
@@ -35,7 +39,10 @@ from gateway.service.stream_items import KEEPALIVE, Comment, StreamItem
 
 __all__ = ["ChatService", "Completion", "CompletionStream", "KEEPALIVE", "Comment", "StreamItem"]
 
+log = logging.getLogger("gateway.chat")
+
 PASS_THROUGH = {"x-pcp-mode": "off", "x-pcp-form": "pass-through"}
+DEGRADED = {"x-pcp-form": "pass-through", "x-pcp-degraded": "store-unavailable"}
 
 
 @dataclass
@@ -108,9 +115,11 @@ class ChatService:
             text, headers = await self._save(request, thread, now)
             stats.form, stats.rounds = "local", 0
             return Completion(body=_local_completion(request.model, text), headers=headers)
-        context = await self._build(request, thread, now)
-        form, raw_tokens = await self._form(request, context)
-        _note(stats, context, form, raw_tokens)
+        prepared = await self._prepare(request, thread, now)
+        if prepared is None:
+            body = await self._upstream.complete(request.model, request.upstream_params())
+            return Completion(body=body, headers={"x-pcp-thread": thread.thread, **DEGRADED})
+        context, form, raw_tokens = prepared
         if form is Form.RAW:
             body = await self._upstream.complete(request.model, request.upstream_params())
             return Completion(body=body, headers={**pcp_headers(context, form, raw_tokens), "x-pcp-rounds": "1"})
@@ -139,9 +148,13 @@ class ChatService:
             for chunk in _local_chunks(request.model, text, request.include_usage):
                 yield chunk
             return
-        context = await self._build(request, thread, now)
-        form, raw_tokens = await self._form(request, context)
-        _note(stats, context, form, raw_tokens)
+        prepared = await self._prepare(request, thread, now)
+        if prepared is None:
+            headers.update(DEGRADED)
+            async for chunk in self._upstream.stream(request.model, request.upstream_params()):
+                yield chunk
+            return
+        context, form, raw_tokens = prepared
         headers.update(pcp_headers(context, form, raw_tokens))  # sent before the first round: the form is known
         if form is Form.RAW:
             async for chunk in self._upstream.stream(request.model, request.upstream_params()):
@@ -150,6 +163,21 @@ class ChatService:
             return
         async for item in self._paged.stream(request, context):
             yield item
+
+    async def _prepare(self, request: ChatRequest, thread: ThreadKey, now: datetime) -> tuple[PagedContext, Form, int | None] | None:
+        """The paged context and the form; None when the store is down and the config says to serve anyway."""
+        stats = request.meta.stats
+        try:
+            context = await self._build(request, thread, now)
+            form, raw_tokens = await self._form(request, context)
+        except StoreUnavailable as exc:
+            if self._config.store.when_unavailable == "error":
+                raise
+            log.warning("thread %s served pass-through: %s", thread.scope, exc.message)
+            stats.form, stats.rounds, stats.degraded = "pass-through", 1, "store-unavailable"
+            return None
+        _note(stats, context, form, raw_tokens)
+        return context, form, raw_tokens
 
     async def _build(self, request: ChatRequest, thread: ThreadKey, now: datetime) -> PagedContext:
         budget = request_budget(request.meta.budget, self._config.pcp.budget_tokens)

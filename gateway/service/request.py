@@ -21,6 +21,7 @@ class RequestStats:
     prompt_tokens: int | None = None  # what the gateway sent upstream in the first round, by its own count
     history_tokens: int | None = None  # the thread's raw history, which paging replaced
     error: str | None = None  # the code of the error the request ended with
+    degraded: str | None = None  # why it was served in a lesser form (store-unavailable: pass-through)
 
 
 @dataclass(frozen=True)
