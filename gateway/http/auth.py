@@ -92,9 +92,9 @@ class Access:
 
     def identify(self, headers: Headers) -> Principal:
         """The caller, or Unauthorized. Every configured key is compared, each in constant time."""
-        key = presented_key(headers)
         if not self.enabled:
-            return Principal(key_tenant(f"Bearer {key}" if key else None))
+            return _open_principal(headers)
+        key = presented_key(headers)
         if key is None:
             raise Unauthorized("Missing API key: send it as 'Authorization: Bearer <key>' (or 'x-api-key: <key>').")
         digest = _digest(key)
@@ -131,10 +131,13 @@ class Access:
 def principal_of(request: Request) -> Principal:
     """The caller the middleware identified (the open gateway's anonymous caller on an unguarded path)."""
     principal = request.scope.get(_SCOPE_KEY)
-    if isinstance(principal, Principal):
-        return principal
-    key = presented_key(request.headers)
-    return Principal(key_tenant(f"Bearer {key}" if key else None))
+    return principal if isinstance(principal, Principal) else _open_principal(request.headers)
+
+
+def _open_principal(headers: Headers) -> Principal:
+    """The caller of an open gateway: a tenant per key sent (`x-api-key` counts as the same bearer key)."""
+    api_key = headers.get("x-api-key", "").strip()
+    return Principal(key_tenant(f"Bearer {api_key}" if api_key else headers.get("authorization")))
 
 
 class AuthMiddleware:

@@ -274,3 +274,13 @@ def test_threads_are_listed_newest_first_in_pages(keyed: GatewayProcess, upstrea
     for bad in ({"limit": "0"}, {"limit": "101"}, {"offset": "-1"}, {"limit": "x"}):
         response = httpx.get(keyed.root_url + "/pcp/threads", params=bad, headers=headers)
         assert response.status_code == 400 and response.json()["error"]["param"] in bad
+
+
+def test_a_stored_response_is_its_tenants_only(keyed: GatewayProcess, upstream: FakeUpstream) -> None:
+    upstream.script(Reply(content="remembered"), Reply(content="again"))
+    first = httpx.post(keyed.base_url + "/responses", json={"model": "fake-model", "input": "remember 42"}, headers={"authorization": f"Bearer {ALICE}"})
+    assert first.status_code == 200
+    follow = {"model": "fake-model", "input": "what number?", "previous_response_id": first.json()["id"]}
+    stolen = httpx.post(keyed.base_url + "/responses", json=follow, headers={"authorization": f"Bearer {BOB}"})
+    assert stolen.status_code == 400 and stolen.json()["error"]["code"] == "previous_response_not_found"
+    assert httpx.post(keyed.base_url + "/responses", json=follow, headers={"authorization": f"Bearer {ALICE}"}).status_code == 200
