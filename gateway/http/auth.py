@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -33,7 +32,6 @@ from gateway.service.request import RequestStats
 
 __all__ = ["Access", "AuthMiddleware", "Principal", "exposure_problem", "open_warning", "principal_of", "presented_key"]
 
-log = logging.getLogger("gateway.auth")
 
 MASTER_TENANT = "master"
 PUBLIC_PATHS = frozenset({"/healthz"})
