@@ -21,6 +21,9 @@ import numpy as np
 import numpy.typing as npt
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from gateway.core import LineHolds, Page, PageType, Step, View, background_line, line_holds, summary_fits_line
@@ -39,10 +42,15 @@ RedisClient = aioredis.Redis | RedisCluster
 
 
 def open_redis(url: str, *, cluster: bool = False) -> RedisClient:
-    """A client for `url` (redis://, rediss://, unix://); a cluster client when asked."""
+    """A client for `url` (redis://, rediss://, unix://); a cluster client when asked.
+
+    A broken connection is retried (twice, 50-100 ms apart): after Redis restarts, each pooled connection
+    would otherwise fail its first command, and a request be served without memory for nothing.
+    """
     if cluster:
         return RedisCluster.from_url(url, decode_responses=True)
-    client: aioredis.Redis = aioredis.Redis.from_url(url, decode_responses=True)
+    retry = Retry(ExponentialBackoff(cap=0.1, base=0.05), 2)
+    client: aioredis.Redis = aioredis.Redis.from_url(url, decode_responses=True, retry=retry, retry_on_error=[RedisConnectionError])
     return client
 
 
