@@ -1,4 +1,6 @@
 # PCP Gateway: `pcp-gateway serve` on 0.0.0.0:4000 with the embedded Redis in /app/data.
+# Give it a key: `docker run -e PCP_MASTER_KEY=sk-... -e OPENAI_API_KEY=...` (the shipped config reads
+# general_settings.master_key from PCP_MASTER_KEY); without keys it refuses to serve on 0.0.0.0.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

@@ -24,10 +24,14 @@ from gateway.adapters.response_store import ResponseStore
 from gateway.adapters.job_queue import JobQueue
 from gateway.adapters.upstream import LiteLLMUpstream, Upstream
 from gateway.config import GatewayConfig
+from gateway.adapters.rate_limit import RateLimiter
 from gateway.http.app import AppState, create_app
+from gateway.http.auth import Access
+from gateway.http.metrics import GatewayMetrics
 from gateway.service.background import Background
 from gateway.service.chat import ChatService
 from gateway.service.consolidator import Consolidator
+from gateway.service.forgetting import ThreadAdmin
 from gateway.service.inspection import ThreadInspector
 from gateway.service.responses import ResponseMemory
 
@@ -92,7 +96,8 @@ def background_for(config: GatewayConfig, services: Services, workers: int) -> B
 
 
 def build_app(config: GatewayConfig, *, upstream: Upstream | None = None) -> Starlette:
-    state = AppState(models=config.model_names, max_body_bytes=config.server.max_body_bytes)
+    access = Access(config)
+    state = AppState(models=config.model_names, max_body_bytes=config.server.max_body_bytes, access=access, metrics=GatewayMetrics())
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -103,6 +108,14 @@ def build_app(config: GatewayConfig, *, upstream: Upstream | None = None) -> Sta
             state.ping = services.store.ping
             state.chat = ChatService(services.upstream, services.store, config, services.embedder, services.consolidator)
             state.threads = ThreadInspector(services.store, services.consolidator)
+            state.admin = ThreadAdmin(services.store, services.consolidator)
+            access.limiter = RateLimiter(services.store.client, config.store.key_prefix)
+            queue = services.queue
+
+            async def probe() -> tuple[dict[str, int], float | None]:
+                return await queue.depth(), await queue.oldest()
+
+            state.queue_probe = probe
             ttl = int(config.store.responses_ttl_hours * 3600)
             state.responses = ResponseMemory(ResponseStore(services.store.client, config.store.key_prefix, ttl))
             log.info("serving models: %s", ", ".join(config.model_names))
@@ -110,6 +123,9 @@ def build_app(config: GatewayConfig, *, upstream: Upstream | None = None) -> Sta
                 yield
             finally:
                 state.chat = state.threads = None
+                state.admin = None
+                access.limiter = None
+                state.queue_probe = None
                 state.responses = None
                 state.ping = None
                 if background is not None:

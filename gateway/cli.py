@@ -15,6 +15,8 @@ from gateway.adapters.upstream import build_router
 from gateway.bootstrap import build_app, run_worker
 from gateway.config import GatewayConfig, load_config
 from gateway.errors import ConfigError
+from gateway.http.auth import exposure_problem, open_warning
+from gateway.logs import LOG_FORMATS, configure_logging
 
 __all__ = ["main"]
 
@@ -27,10 +29,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default=None, help="bind address (default: server.host, else 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="port (default: server.port, else 4000)")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.add_argument("--log-format", default="text", choices=LOG_FORMATS, help="text lines, or one JSON object per line")
     worker = commands.add_parser("worker", help="run consolidation workers (in addition to the gateway's own)")
     worker.add_argument("--config", default="config.yaml", help="config file (default: ./config.yaml)")
     worker.add_argument("--workers", type=int, default=1, help="workers in this process (default: 1)")
     worker.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    worker.add_argument("--log-format", default="text", choices=LOG_FORMATS, help="text lines, or one JSON object per line")
     check = commands.add_parser("check-config", help="validate a config file and print what it defines")
     check.add_argument("--config", default="config.yaml", help="config file (default: ./config.yaml)")
     return parser
@@ -38,7 +42,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _serve(config: GatewayConfig, host: str, port: int, log_level: str) -> None:
     app = build_app(config)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=10)
+    # uvicorn's own loggers go through the root handler (text or JSON); the gateway logs each request itself
+    uvicorn.run(app, host=host, port=port, log_level=log_level, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=10)
 
 
 def _worker(config: GatewayConfig, workers: int) -> None:
@@ -64,9 +69,7 @@ def _check(config: GatewayConfig) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=getattr(args, "log_level", "info").upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(getattr(args, "log_level", "info"), getattr(args, "log_format", "text"))
     try:
         config = load_config(args.config)
     except ConfigError as exc:
@@ -85,6 +88,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     host = args.host or config.server.host
     port = args.port if args.port is not None else config.server.port
+    problem = exposure_problem(config, host)
+    if problem is not None:
+        print(f"pcp-gateway: {problem}", file=sys.stderr)
+        return 2
+    if (warning := open_warning(config, host, port)) is not None:
+        logging.getLogger("gateway").warning(warning)
     _serve(config, host, port, args.log_level)
     return 0
 

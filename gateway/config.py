@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -27,6 +27,8 @@ __all__ = [
     "StoreSettings",
     "PcpSettings",
     "JobSettings",
+    "ApiKey",
+    "GeneralSettings",
     "load_config",
     "parse_config",
 ]
@@ -34,7 +36,8 @@ __all__ = [
 log = logging.getLogger("gateway.config")
 
 ENV_PREFIX = "os.environ/"
-OWN_SECTIONS = ("model_list", "router_settings", "server", "store", "pcp", "jobs")
+OWN_SECTIONS = ("model_list", "router_settings", "server", "store", "pcp", "jobs", "general_settings", "keys")
+TENANT_NAME = re.compile(r"[A-Za-z0-9._\-]{1,64}")
 
 
 class _Strict(BaseModel):
@@ -63,6 +66,7 @@ class ServerSettings(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=4000, ge=0, le=65535)
     max_body_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
+    allow_open: bool = False  # serve on a non-loopback address without keys (gateway.http.auth)
 
 
 class StoreSettings(_Strict):
@@ -71,6 +75,8 @@ class StoreSettings(_Strict):
     data_dir: Path = Path("./data")
     key_prefix: str = Field(default="pcp", min_length=1)
     responses_ttl_hours: float = Field(default=720.0, gt=0)  # how long /v1/responses keeps a response for previous_response_id
+    # Redis down while a paged request is prepared: serve it pass-through (with a warning), or answer 503
+    when_unavailable: Literal["pass-through", "error"] = "pass-through"
 
 
 class PcpSettings(_Strict):
@@ -120,6 +126,30 @@ class JobSettings(_Strict):
     backoff_ms: int = Field(default=500, ge=0)
 
 
+class GeneralSettings(BaseModel):
+    """LiteLLM's `general_settings`: the gateway reads `master_key` and ignores the rest."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    master_key: str | None = Field(default=None, min_length=1)
+
+
+class ApiKey(_Strict):
+    """One client key: the tenant whose pages it reaches, the models it may call, its requests per minute."""
+
+    key: str = Field(min_length=1)
+    tenant: str
+    models: tuple[str, ...] | None = None
+    rpm: int | None = Field(default=None, gt=0)
+
+    @field_validator("tenant")
+    @classmethod
+    def _tenant_is_a_name(cls, value: str) -> str:
+        if not TENANT_NAME.fullmatch(value):
+            raise ValueError(f"{value!r} is not a tenant name (1-64 of A-Z a-z 0-9 . _ -)")
+        return value
+
+
 class GatewayConfig(_Strict):
     model_list: tuple[ModelEntry, ...] = Field(min_length=1)
     router_settings: dict[str, Any] = Field(default_factory=dict)
@@ -127,6 +157,8 @@ class GatewayConfig(_Strict):
     store: StoreSettings = StoreSettings()
     pcp: PcpSettings = PcpSettings()
     jobs: JobSettings = JobSettings()
+    general_settings: GeneralSettings = GeneralSettings()
+    keys: tuple[ApiKey, ...] = ()
     source: Path | None = None
 
     @model_validator(mode="after")
@@ -135,7 +167,19 @@ class GatewayConfig(_Strict):
             name = getattr(self.pcp, key)
             if name is not None and name not in self.model_names:
                 raise ValueError(f"pcp.{key} {name!r} is not a model_name in model_list")
+        presented = [entry.key for entry in self.keys] + [k for k in (self.general_settings.master_key,) if k]
+        if len(set(presented)) != len(presented):
+            raise ValueError("keys: the same key is listed twice (or is also the master key); each key must be unique")
+        for entry in self.keys:
+            unknown = [m for m in entry.models or () if m not in self.model_names]
+            if unknown:
+                raise ValueError(f"keys: tenant {entry.tenant!r} lists models not in model_list: {', '.join(unknown)}")
         return self
+
+    @property
+    def auth_enabled(self) -> bool:
+        """Whether clients must present a key (a master key or a `keys` entry is configured)."""
+        return bool(self.general_settings.master_key or self.keys)
 
     @property
     def model_names(self) -> tuple[str, ...]:
@@ -159,6 +203,27 @@ def _resolve_env(value: Any, where: str, environ: Mapping[str, str]) -> Any:
     if isinstance(value, list):
         return [_resolve_env(v, f"{where}[{i}]", environ) for i, v in enumerate(value)]
     return value
+
+
+def _master_key(value: Any, where: str, environ: Mapping[str, str]) -> Any:
+    """`general_settings.master_key`; from an unset variable, no master key (the shipped config's case)."""
+    if isinstance(value, str) and value.startswith(ENV_PREFIX):
+        name = value[len(ENV_PREFIX) :]
+        if name not in environ or not environ[name]:
+            log.info("%s: general_settings.master_key: %s is not set, so there is no master key", where, name)
+            return None
+        return environ[name]
+    return value
+
+
+def _resolved_key(entry: Any, index: int, where: str, environ: Mapping[str, str]) -> Any:
+    """A `keys` entry with `os.environ/NAME` resolved; an unset variable is an error (a tenant locked out)."""
+    if not isinstance(entry, dict):
+        return entry
+    key = entry.get("key")
+    if isinstance(key, str) and key.startswith(ENV_PREFIX) and key[len(ENV_PREFIX) :] not in environ:
+        raise ConfigError(f"{where}: keys[{index}].key: environment variable {key[len(ENV_PREFIX):]} is not set")
+    return _resolve_env(entry, f"keys[{index}]", environ)
 
 
 def _key_path(loc: tuple[int | str, ...], raw: Mapping[str, Any]) -> str:
@@ -194,6 +259,18 @@ def parse_config(
         ]
     if "router_settings" in own and own["router_settings"] is None:
         own["router_settings"] = {}
+    if isinstance(own.get("general_settings"), dict):
+        general = own["general_settings"]
+        ignored = sorted(k for k in general if k != "master_key")
+        if ignored:
+            log.info("%s: general_settings: only master_key is used by the gateway; ignored: %s", where, ", ".join(ignored))
+        own["general_settings"] = {"master_key": _master_key(general.get("master_key"), where, environ)}
+    elif own.get("general_settings") is None:
+        own.pop("general_settings", None)
+    if own.get("keys") is None:
+        own.pop("keys", None)
+    elif isinstance(own["keys"], list):
+        own["keys"] = [_resolved_key(entry, i, where, environ) for i, entry in enumerate(own["keys"])]
     try:
         config = GatewayConfig.model_validate({**own, "source": source})
     except ValidationError as exc:

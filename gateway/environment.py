@@ -35,6 +35,7 @@ def prepare_environment(environ: MutableMapping[str, str] = os.environ) -> None:
     environ.setdefault("HF_HUB_OFFLINE", "1")
     environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no tqdm bars in a server's log (they break JSON lines)
     environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     environ.setdefault("OMP_NUM_THREADS", "1")
     environ.setdefault("MKL_NUM_THREADS", "1")

@@ -14,6 +14,7 @@ __all__ = [
     "GatewayError",
     "InvalidRequest",
     "ModelNotFound",
+    "NotFound",
     "PayloadTooLarge",
     "ContextLengthExceeded",
     "UpstreamError",
@@ -24,6 +25,9 @@ __all__ = [
     "UpstreamUnavailable",
     "UpstreamBadRequest",
     "StoreUnavailable",
+    "Unauthorized",
+    "Forbidden",
+    "RateLimited",
     "ConfigError",
 ]
 
@@ -70,6 +74,12 @@ class ModelNotFound(GatewayError):
     status = 404
     type = "invalid_request_error"
     code = "model_not_found"
+
+
+class NotFound(GatewayError):
+    status = 404
+    type = "invalid_request_error"
+    code = "not_found"
 
 
 class PayloadTooLarge(GatewayError):
@@ -134,6 +144,30 @@ class StoreUnavailable(GatewayError):
     status = 503
     type = "server_error"
     code = "store_unavailable"
+
+
+class Unauthorized(GatewayError):
+    """No key, or a key the gateway does not know (OpenAI's shape for a bad key)."""
+
+    status = 401
+    type = "invalid_request_error"
+    code = "invalid_api_key"
+
+
+class Forbidden(GatewayError):
+    """A known key asking for what it may not have (a model outside its list, another tenant's metrics)."""
+
+    status = 403
+    type = "permission_error"
+    code = "permission_denied"
+
+
+class RateLimited(GatewayError):
+    """A key over its own requests-per-minute limit (not the upstream's)."""
+
+    status = 429
+    type = "rate_limit_error"
+    code = "rate_limit_exceeded"
 
 
 class ConfigError(Exception):

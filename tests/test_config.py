@@ -40,8 +40,9 @@ def test_a_litellm_proxy_config_loads_and_ignores_foreign_sections(caplog: pytes
     assert config.model_list[0].litellm_params["api_base"] == "https://example.invalid"
     assert config.router_settings["num_retries"] == 3
     ignored = " ".join(r.getMessage() for r in caplog.records)
-    for section in ("litellm_settings", "general_settings", "environment_variables"):
+    for section in ("litellm_settings", "environment_variables"):
         assert section in ignored
+    assert config.general_settings.master_key == "sk-1234" and config.auth_enabled  # LiteLLM's master key keeps its meaning
 
 
 def test_a_missing_environment_variable_becomes_none_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:

@@ -4,7 +4,9 @@ atomic commits of consolidated pages.
 Every commit is one Lua script over one thread's keys (one cluster slot) that checks the
 segmentation cursor it started from (compare-and-set), so a job that runs twice — a crashed
 worker's job claimed by another — can never write a second container for the same pages.
-A merge commit instead checks that none of the merged pages has a parent yet.
+A merge commit instead checks that none of the merged pages has a parent yet. Every write also
+checks that the thread still has pages: a job still running when its thread was deleted
+(`DELETE /pcp/threads/{thread}`) ends without writing the thread back.
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ class SegmentRecord:
 _COMMIT = """
 -- KEYS: segment, manifest, content, vector, parent
 -- ARGV: expected cursor, new cursor, buffer json, then optionally: id, manifest, content, vector, child ids...
+if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end  -- the thread was deleted
 local current = tonumber(redis.call('HGET', KEYS[1], 'cursor') or '0')
 if current ~= tonumber(ARGV[1]) then return 0 end
 if #ARGV >= 7 then
@@ -96,12 +99,24 @@ return 1
 _MERGE = """
 -- KEYS: manifest, content, vector, parent  ARGV: id, manifest, content, vector, child ids...
 for i = 5, #ARGV do
+  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then return 0 end  -- deleted with its thread
+end
+for i = 5, #ARGV do
   if redis.call('HEXISTS', KEYS[4], ARGV[i]) == 1 then return 0 end
 end
 redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
 redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[3])
 if ARGV[4] ~= '' then redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[4]) end
 for i = 5, #ARGV do redis.call('HSET', KEYS[4], ARGV[i], ARGV[1]) end
+return 1
+"""
+
+
+_UPDATE_MANIFESTS = """
+-- KEYS: manifest  ARGV: id, manifest, ...  (only pages still stored: not those of a deleted thread)
+for i = 1, #ARGV, 2 do
+  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 1 then redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+end
 return 1
 """
 
@@ -150,8 +165,8 @@ class ConsolidationStore:
     async def update_manifests(self, thread: ThreadKey, pages: Sequence[NewPage]) -> None:
         """Replace manifests (a summarizer's summary and clusters); content and vectors are unchanged."""
         if pages:
-            mapping = {new.page.id: manifest_json(new) for new in pages}
-            await self._call(self._redis.hset(self._store.keys(thread).manifest, mapping=mapping))
+            args = [part for new in pages for part in (new.page.id, manifest_json(new))]
+            await self._call(self._redis.eval(_UPDATE_MANIFESTS, 1, self._store.keys(thread).manifest, *args))
 
     async def top_level_consolidated(self, thread: ThreadKey) -> list[Manifest]:
         """The thread's consolidated pages that no other page contains, in time order."""

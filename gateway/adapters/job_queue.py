@@ -108,6 +108,40 @@ return n
 """
 
 
+_FORGET = """
+-- Remove every job of one thread: queued, held by a worker (acked, so its end changes nothing), waiting
+-- for a retry, dead-lettered; its pending count and the given dedupe keys.
+-- KEYS: stream, delayed, pending, dead, dedupe...  ARGV: group, thread
+local removed = 0
+local function of_thread(fields)
+  for i = 1, #fields, 2 do
+    if fields[i] == 'thread' then return fields[i + 1] == ARGV[2] end
+  end
+  return false
+end
+for _, entry in ipairs(redis.call('XRANGE', KEYS[1], '-', '+')) do
+  if of_thread(entry[2]) then
+    pcall(redis.call, 'XACK', KEYS[1], ARGV[1], entry[1])
+    redis.call('XDEL', KEYS[1], entry[1])
+    removed = removed + 1
+  end
+end
+for _, member in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+  local ok, job = pcall(cjson.decode, member)
+  if ok and type(job) == 'table' and job['thread'] == ARGV[2] then
+    redis.call('ZREM', KEYS[2], member)
+    removed = removed + 1
+  end
+end
+redis.call('HDEL', KEYS[3], ARGV[2])
+for _, entry in ipairs(redis.call('XRANGE', KEYS[4], '-', '+')) do
+  if of_thread(entry[2]) then redis.call('XDEL', KEYS[4], entry[1]) end
+end
+for i = 5, #KEYS do redis.call('DEL', KEYS[i]) end
+return removed
+"""
+
+
 @dataclass(frozen=True)
 class Job:
     """A unit of background work, as a handler sees it.
@@ -203,6 +237,7 @@ class JobQueue:
         self._retry = redis.register_script(_RETRY)
         self._promote = redis.register_script(_PROMOTE)
         self._extend = redis.register_script(_EXTEND)
+        self._forget = redis.register_script(_FORGET)
 
     def _dedupe_key(self, kind: str, dedupe: str) -> str:
         return f"{self._dedupe_base}:{kind}:{dedupe}"
@@ -234,6 +269,13 @@ class JobQueue:
         log.debug("job %s %s enqueued for %s", entry, kind, thread)
         return None if entry is None else str(entry)
 
+    async def forget(self, thread: str, dedupes: Sequence[tuple[str, str]] = ()) -> int:
+        """Remove every job of `thread` (see `_FORGET`) and the (kind, dedupe) keys given; how many jobs
+        were queued, held or waiting. A worker still running one finishes it, and its ack changes nothing."""
+        keys = [self.stream_key, self.delayed_key, self.pending_key, self.dead_key, *(self._dedupe_key(k, d) for k, d in dedupes)]
+        with _store("remove a thread's jobs"):
+            return int(await self._forget(keys=keys, args=[self.group, thread]))
+
     async def pending_for(self, thread: str) -> int:
         """Jobs of this thread enqueued (retries waiting included) and not yet done or dead-lettered."""
         with _store("read a thread's pending jobs"):
@@ -253,6 +295,18 @@ class JobQueue:
                     raise
                 pending = 0
         return {"stream": int(stream), "pending": int(pending), "delayed": int(delayed), "dead": int(dead)}
+
+    async def oldest(self) -> float | None:
+        """When the oldest unfinished job on the stream was enqueued (epoch seconds); None when there is none."""
+        with _store("read the oldest job"):
+            first = await self._redis.xrange(self.stream_key, "-", "+", count=1)
+        if not first:
+            return None
+        entry, fields = first[0]
+        try:
+            return float(fields["enqueued_at"])
+        except (KeyError, ValueError):
+            return int(str(entry).split("-")[0]) / 1000
 
     async def dead_letters(self, count: int = 100) -> list[dict[str, Any]]:
         """The latest dead letters, newest first."""

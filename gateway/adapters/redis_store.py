@@ -21,15 +21,20 @@ import numpy as np
 import numpy.typing as npt
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from gateway.core import LineHolds, Page, PageType, Step, View, background_line, line_holds, summary_fits_line
-from gateway.adapters.store_keys import ThreadKey, ThreadKeys, threads_key
+from gateway.adapters.store_keys import ThreadKey, ThreadKeys, tenant_threads_key, threads_key
 from gateway.core.budget import DAY_OVERHEAD
 from gateway.core.lexical import LEXICON, restem
 from gateway.errors import StoreUnavailable
 
-__all__ = ["open_redis", "RedisStore", "ThreadKey", "Manifest", "NewPage", "manifest_json", "parse_manifest", "store_errors"]
+__all__ = [
+    "open_redis", "RedisStore", "ThreadKey", "ThreadEntry", "Manifest", "NewPage", "manifest_json", "parse_manifest", "store_errors",
+]  # fmt: skip
 
 log = logging.getLogger("gateway.store")
 
@@ -37,10 +42,15 @@ RedisClient = aioredis.Redis | RedisCluster
 
 
 def open_redis(url: str, *, cluster: bool = False) -> RedisClient:
-    """A client for `url` (redis://, rediss://, unix://); a cluster client when asked."""
+    """A client for `url` (redis://, rediss://, unix://); a cluster client when asked.
+
+    A broken connection is retried (twice, 50-100 ms apart): after Redis restarts, each pooled connection
+    would otherwise fail its first command, and a request be served without memory for nothing.
+    """
     if cluster:
         return RedisCluster.from_url(url, decode_responses=True)
-    client: aioredis.Redis = aioredis.Redis.from_url(url, decode_responses=True)
+    retry = Retry(ExponentialBackoff(cap=0.1, base=0.05), 2)
+    client: aioredis.Redis = aioredis.Redis.from_url(url, decode_responses=True, retry=retry, retry_on_error=[RedisConnectionError])
     return client
 
 
@@ -198,6 +208,26 @@ return added
 """
 
 
+_FORGET = """
+-- KEYS: every key of one thread (one slot)  ARGV: nothing
+-- returns the thread's page count, then the index (1-based) of each key that existed
+local out = {redis.call('HLEN', KEYS[1])}
+for i = 1, #KEYS do
+  if redis.call('DEL', KEYS[i]) == 1 then out[#out + 1] = i end
+end
+return out
+"""
+
+
+@dataclass(frozen=True)
+class ThreadEntry:
+    """One thread of a tenant, as `GET /pcp/threads` lists it."""
+
+    thread: str
+    pages: int
+    last_used: float  # the time its last page was stored (seconds since the epoch)
+
+
 class RedisStore:
     """The gateway's store over one Redis (or Redis Cluster) client."""
 
@@ -247,8 +277,9 @@ class RedisStore:
             args += [new.page.id, manifest_json(new), new.page.content, vector]
         with store_errors():
             added = await self._redis.eval(_ADD_PAGES, 4, keys.manifest, keys.content, keys.vector, keys.log, *args)
-            if added:  # the registry is another slot: a separate, idempotent write
+            if added:  # the registries are other slots: separate, idempotent writes
                 await self._redis.zadd(threads_key(self.prefix), {thread.scope: now})
+                await self._redis.zadd(tenant_threads_key(self.prefix, thread.tenant), {thread.thread: now})
         return [str(page_id) for page_id in added]
 
     async def manifests(self, thread: ThreadKey, ids: Sequence[str]) -> dict[str, Manifest]:
@@ -349,6 +380,25 @@ class RedisStore:
         with store_errors():
             raws = await self._redis.hmget(self.keys(thread).seen, list(ids))
         return {page_id: datetime.fromisoformat(raw) for page_id, raw in zip(ids, raws) if raw is not None}
+
+    async def forget(self, thread: ThreadKey) -> tuple[int, list[str]]:
+        """Delete every key of the thread and its registry entries; its page count and which keys existed."""
+        every = self.keys(thread).every()
+        names = list(every)
+        with store_errors():
+            reply = await self._redis.eval(_FORGET, len(names), *every.values())
+            await self._redis.zrem(threads_key(self.prefix), thread.scope)
+            await self._redis.zrem(tenant_threads_key(self.prefix, thread.tenant), thread.thread)
+        return int(reply[0]), [names[int(i) - 1] for i in reply[1:]]
+
+    async def threads_of(self, tenant: str, offset: int, limit: int) -> tuple[list[ThreadEntry], int]:
+        """A page of the tenant's threads, most recently used first, and how many it has in all."""
+        key = tenant_threads_key(self.prefix, tenant)
+        with store_errors():
+            total = int(await self._redis.zcard(key))
+            rows = await self._redis.zrevrange(key, offset, offset + limit - 1, withscores=True) if limit > 0 else []
+            counts = [int(await self._redis.hlen(self.keys(ThreadKey(tenant, str(t))).manifest)) for t, _ in rows]
+        return [ThreadEntry(str(t), n, float(score)) for (t, score), n in zip(rows, counts)], total
 
     async def save_focus(
         self, thread: ThreadKey, views: Mapping[str, View], new_steps: Sequence[Step], trace_limit: int

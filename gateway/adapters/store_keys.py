@@ -16,8 +16,10 @@ so a thread's keys share one slot and its multi-key transactions and scripts sta
 - `...:seen`      hash   page id -> last such access (ISO 8601)
 - `...:form`      string `paged` once a request of the thread was sent paged (absent: every one went raw)
 
-One key is not per thread: `<prefix>:threads`, a sorted set of `<tenant>:<thread>` scored by the time
-of the thread's last stored page, which the scheduler scans for idle buffers and merges.
+Two keys are not per thread: `<prefix>:threads`, a sorted set of `<tenant>:<thread>` scored by the time
+of the thread's last stored page, which the scheduler scans for idle buffers and merges; and
+`<prefix>:tenant:<tenant>:threads`, the same for one tenant's threads (scored alike, members are thread
+ids), which `GET /pcp/threads` pages through. Deleting a thread removes its keys and both entries.
 
 Responses API turns are kept per tenant, not per thread (a response id is all a client sends back):
 `<prefix>:response:<tenant>:<response id>`, a string of JSON with a TTL (see `response_store`). They need
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ThreadKey", "ThreadKeys", "threads_key", "response_key"]
+__all__ = ["ThreadKey", "ThreadKeys", "threads_key", "tenant_threads_key", "response_key"]
 
 
 @dataclass(frozen=True)
@@ -105,9 +107,18 @@ class ThreadKeys:
     def layout(self) -> str:
         return self._key("layout")
 
+    def every(self) -> dict[str, str]:
+        """Every key of the thread by what it holds (what deleting the thread removes)."""
+        names = ("manifest", "content", "vector", "log", "parent", "views", "trace", "segment", "heat", "seen", "form", "layout")
+        return {name: self._key(name) for name in names}
+
 
 def threads_key(prefix: str) -> str:
     return f"{prefix}:threads"
+
+
+def tenant_threads_key(prefix: str, tenant: str) -> str:
+    return f"{prefix}:tenant:{tenant}:threads"
 
 
 def response_key(prefix: str, tenant: str, response_id: str) -> str:

@@ -92,10 +92,10 @@ def api_routes(state: AppState) -> list[Route]:
         assert state.chat is not None and state.responses is not None
         memory = state.responses
         call = parse_responses_request(await read_body(request, state.max_body_bytes), state.models)
+        await state.admit(request, call.model)
         meta = request_meta(request)
         chat_request = call.chat_request(await memory.history(meta, call.previous_response_id), meta)
         response_id = new_id("resp")
-        started = time.perf_counter()
         if not call.stream:
             completion = await state.chat.complete(chat_request)
             choice = (completion.body.get("choices") or [{}])[0]
@@ -104,7 +104,6 @@ def api_routes(state: AppState) -> list[Route]:
             )
             if call.store:
                 await memory.remember(meta, response_id, call.previous_response_id, [*call.turn, reply_message(body["output"])])
-            log.info("responses %s %.0f ms", call.model, (time.perf_counter() - started) * 1000)
             return JSONResponse(body, headers={**completion.headers, "x-pcp-response-id": response_id})
         stream = state.chat.stream(chat_request)
         first = await _first(stream)
@@ -119,6 +118,7 @@ def api_routes(state: AppState) -> list[Route]:
     async def messages(request: Request) -> Response:
         assert state.chat is not None
         chat_request = parse_messages_request(await read_body(request, state.max_body_bytes), state.models, request_meta(request))
+        await state.admit(request, chat_request.model)
         if not chat_request.stream:
             completion = await state.chat.complete(chat_request)
             return JSONResponse(message_object(chat_request.model, completion.body), headers=completion.headers)

@@ -9,18 +9,24 @@ from contextlib import AbstractAsyncContextManager
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import Scope
 
 from gateway.errors import GatewayError, InvalidRequest
 from gateway.http.api_routes import api_routes, is_messages_path
-from gateway.http.edge import AppState, read_body, request_meta, sse_comment, sse_data
+from gateway.http.auth import AuthMiddleware, principal_of
+from gateway.http.edge import AppState, read_body, request_meta, request_stats, sse_comment, sse_data
+from gateway.http.metrics import metrics_route
+from gateway.http.observe import RequestObserver
 from gateway.http.messages_api import anthropic_error
+from gateway.http.thread_routes import thread_routes
 from gateway.http.validation import parse_chat_request
 from gateway.service.chat import Comment, StreamItem
 from gateway.adapters.store_keys import ThreadKey
-from gateway.service.identity import tenant_of
+from gateway.service.identity import path_thread
 
 __all__ = ["create_app", "AppState"]
 
@@ -28,8 +34,12 @@ log = logging.getLogger("gateway.http")
 
 
 def _error_response(request: Request, error: GatewayError) -> JSONResponse:
+    return _error_for(request.scope, error)
+
+
+def _error_for(scope: Scope, error: GatewayError) -> JSONResponse:
     """The one place errors become responses: Anthropic's shape on the Messages API, OpenAI's elsewhere."""
-    body = anthropic_error(error) if is_messages_path(request.url.path) else error.body()
+    body = anthropic_error(error) if is_messages_path(scope["path"]) else error.body()
     return JSONResponse(body, status_code=error.status, headers=error.headers)
 
 
@@ -68,10 +78,9 @@ def create_app(
         assert state.chat is not None
         body = await read_body(request, state.max_body_bytes)
         chat_request = parse_chat_request(body, state.models, request_meta(request))
-        started = time.perf_counter()
+        await state.admit(request, chat_request.model)
         if not chat_request.stream:
             completion = await state.chat.complete(chat_request)
-            log.info("chat %s %.0f ms", chat_request.model, (time.perf_counter() - started) * 1000)
             return JSONResponse(completion.body, headers=completion.headers)
         stream = state.chat.stream(chat_request)
         try:
@@ -83,12 +92,14 @@ def create_app(
         return StreamingResponse(body_iter, media_type="text/event-stream", headers=headers)
 
     async def list_models(request: Request) -> Response:
-        data = [{"id": name, "object": "model", "created": 0, "owned_by": "pcp-gateway"} for name in state.models]
+        allowed = principal_of(request).models
+        names = [name for name in state.models if allowed is None or name in allowed]
+        data = [{"id": name, "object": "model", "created": 0, "owned_by": "pcp-gateway"} for name in names]
         return JSONResponse({"object": "list", "data": data})
 
     async def thread_view(request: Request) -> Response:
         assert state.threads is not None
-        thread = ThreadKey(tenant_of(request_meta(request).authorization), request.path_params["thread"])
+        thread = ThreadKey(principal_of(request).tenant, path_thread(request.path_params["thread"]))
         return JSONResponse(await state.threads.describe(thread))
 
     async def healthz(request: Request) -> Response:
@@ -97,6 +108,7 @@ def create_app(
 
     async def on_gateway_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, GatewayError)
+        request_stats(request).error = exc.code or exc.type
         if exc.status >= 500:
             log.warning("%s %s -> %d %s", request.method, request.url.path, exc.status, exc.message)
         return _error_response(request, exc)
@@ -105,10 +117,12 @@ def create_app(
         assert isinstance(exc, HTTPException)
         error = InvalidRequest(str(exc.detail), code="not_found" if exc.status_code == 404 else None)
         error.status = exc.status_code
+        request_stats(request).error = error.code or error.type
         return _error_response(request, error)
 
     async def on_unexpected(request: Request, exc: Exception) -> Response:
         log.exception("unexpected error on %s %s", request.method, request.url.path)
+        request_stats(request).error = "unexpected"
         return _error_response(request, GatewayError("the gateway failed unexpectedly; see its log"))
 
     routes = [
@@ -118,10 +132,17 @@ def create_app(
         Route("/models", list_models, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/pcp/threads/{thread}", thread_view, methods=["GET"]),
+        *thread_routes(state),
         *api_routes(state),
     ]
+    if state.metrics is not None:
+        routes.append(metrics_route(state.metrics, lambda: state.queue_probe, time.time))
+    middleware = [Middleware(AuthMiddleware, access=state.access, render=_error_for)] if state.access is not None else []
+    if state.metrics is not None:  # outermost: it sees every request, refused ones included
+        middleware.insert(0, Middleware(RequestObserver, metrics=state.metrics, routes=routes))
     return Starlette(
         routes=routes,
+        middleware=middleware,
         lifespan=lifespan,
         exception_handlers={GatewayError: on_gateway_error, HTTPException: on_http_error, Exception: on_unexpected},
     )

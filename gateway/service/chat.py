@@ -7,11 +7,14 @@ history as pages, then sends it upstream in the form `gateway.core.form` chooses
 make it smaller) or paged (a Paged Context, with the zoom rounds resolved); pass-through mode
 (`X-PCP-Mode: off`, `pcp.enabled: false`, or `model_info.pcp_enabled: false`) forwards
 the request untouched and stores nothing. A user message of exactly `/save` is
-answered by the gateway itself.
+answered by the gateway itself. When Redis does not answer while a paged request is prepared, the
+request is served pass-through (`x-pcp-degraded: store-unavailable`) with a warning, or refused with
+a 503 when `store.when_unavailable: error`; nothing is lost, since the next request resends the history.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -25,17 +28,21 @@ from gateway.adapters.upstream import Upstream
 from gateway.config import GatewayConfig
 from gateway.core import TokenCounter, message_text, split_blocks
 from gateway.core.form import Form, choose_form
+from gateway.errors import StoreUnavailable
 from gateway.service.consolidator import Consolidator
 from gateway.service.context import SAVE_COMMAND, ContextBuilder, PagedContext
-from gateway.service.identity import request_budget, request_time, tenant_of, thread_of
+from gateway.service.identity import request_budget, request_time, thread_of
 from gateway.service.paged import PagedChat, pcp_headers
-from gateway.service.request import ChatRequest
+from gateway.service.request import ChatRequest, RequestStats
 from gateway.service.router import Router
 from gateway.service.stream_items import KEEPALIVE, Comment, StreamItem
 
 __all__ = ["ChatService", "Completion", "CompletionStream", "KEEPALIVE", "Comment", "StreamItem"]
 
+log = logging.getLogger("gateway.chat")
+
 PASS_THROUGH = {"x-pcp-mode": "off", "x-pcp-form": "pass-through"}
+DEGRADED = {"x-pcp-form": "pass-through", "x-pcp-degraded": "store-unavailable"}
 
 
 @dataclass
@@ -85,7 +92,7 @@ class ChatService:
 
     def _thread(self, request: ChatRequest) -> tuple[ThreadKey, ChatRequest]:
         """The request's thread, and the request without `metadata.pcp_thread`."""
-        tenant = tenant_of(request.meta.authorization)
+        tenant = request.meta.tenant
         metadata = request.params.get("metadata")
         hint = metadata.get("pcp_thread") if isinstance(metadata, dict) else None
         thread = ThreadKey(tenant, thread_of(request.meta.thread, hint, tenant, request.messages))
@@ -93,19 +100,26 @@ class ChatService:
             rest = {k: v for k, v in metadata.items() if k != "pcp_thread"}
             params = {k: v for k, v in request.params.items() if k != "metadata"} | ({"metadata": rest} if rest else {})
             request = replace(request, params=params)
+        request.meta.stats.thread = thread.thread
         return thread, request
 
     async def complete(self, request: ChatRequest) -> Completion:
         thread, request = self._thread(request)
+        stats = request.meta.stats
         if not self._paged_mode(request):
+            stats.form, stats.rounds = "pass-through", 1
             body = await self._upstream.complete(request.model, request.upstream_params())
             return Completion(body=body, headers={"x-pcp-thread": thread.thread, **PASS_THROUGH})
         now = request_time(request.meta.time, self._clock() if self._clock else None)
         if _is_save(request):
             text, headers = await self._save(request, thread, now)
+            stats.form, stats.rounds = "local", 0
             return Completion(body=_local_completion(request.model, text), headers=headers)
-        context = await self._build(request, thread, now)
-        form, raw_tokens = await self._form(request, context)
+        prepared = await self._prepare(request, thread, now)
+        if prepared is None:
+            body = await self._upstream.complete(request.model, request.upstream_params())
+            return Completion(body=body, headers={"x-pcp-thread": thread.thread, **DEGRADED})
+        context, form, raw_tokens = prepared
         if form is Form.RAW:
             body = await self._upstream.complete(request.model, request.upstream_params())
             return Completion(body=body, headers={**pcp_headers(context, form, raw_tokens), "x-pcp-rounds": "1"})
@@ -119,7 +133,9 @@ class ChatService:
     async def _stream(self, request: ChatRequest, headers: dict[str, str]) -> AsyncIterator[StreamItem]:
         thread, request = self._thread(request)
         headers["x-pcp-thread"] = thread.thread
+        stats = request.meta.stats
         if not self._paged_mode(request):
+            stats.form, stats.rounds = "pass-through", 1
             headers.update(PASS_THROUGH)
             async for chunk in self._upstream.stream(request.model, request.upstream_params()):
                 yield chunk
@@ -128,11 +144,17 @@ class ChatService:
         if _is_save(request):
             text, save_headers = await self._save(request, thread, now)
             headers.update(save_headers)
+            stats.form, stats.rounds = "local", 0
             for chunk in _local_chunks(request.model, text, request.include_usage):
                 yield chunk
             return
-        context = await self._build(request, thread, now)
-        form, raw_tokens = await self._form(request, context)
+        prepared = await self._prepare(request, thread, now)
+        if prepared is None:
+            headers.update(DEGRADED)
+            async for chunk in self._upstream.stream(request.model, request.upstream_params()):
+                yield chunk
+            return
+        context, form, raw_tokens = prepared
         headers.update(pcp_headers(context, form, raw_tokens))  # sent before the first round: the form is known
         if form is Form.RAW:
             async for chunk in self._upstream.stream(request.model, request.upstream_params()):
@@ -141,6 +163,21 @@ class ChatService:
             return
         async for item in self._paged.stream(request, context):
             yield item
+
+    async def _prepare(self, request: ChatRequest, thread: ThreadKey, now: datetime) -> tuple[PagedContext, Form, int | None] | None:
+        """The paged context and the form; None when the store is down and the config says to serve anyway."""
+        stats = request.meta.stats
+        try:
+            context = await self._build(request, thread, now)
+            form, raw_tokens = await self._form(request, context)
+        except StoreUnavailable as exc:
+            if self._config.store.when_unavailable == "error":
+                raise
+            log.warning("thread %s served pass-through: %s", thread.scope, exc.message)
+            stats.form, stats.rounds, stats.degraded = "pass-through", 1, "store-unavailable"
+            return None
+        _note(stats, context, form, raw_tokens)
+        return context, form, raw_tokens
 
     async def _build(self, request: ChatRequest, thread: ThreadKey, now: datetime) -> PagedContext:
         budget = request_budget(request.meta.budget, self._config.pcp.budget_tokens)
@@ -183,6 +220,15 @@ class ChatService:
                 f"(GET /pcp/threads/{thread.thread} shows it, and pending_jobs reaches 0 when it is done)."
             )
         return text, {"x-pcp-thread": thread.thread, "x-pcp-rounds": "0", "x-pcp-pages": f"0/{total}"}
+
+
+def _note(stats: RequestStats, context: PagedContext, form: Form, raw_tokens: int | None) -> None:
+    """What the edge counts of a paged-mode request (the same numbers as its x-pcp-* headers)."""
+    stats.form = form.value
+    stats.prompt_tokens = raw_tokens if form is Form.RAW and raw_tokens is not None else context.prompt_tokens
+    stats.history_tokens = context.history_tokens
+    if form is Form.RAW:
+        stats.rounds = 1
 
 
 def _local_completion(model: str, text: str) -> dict[str, Any]:

@@ -96,6 +96,11 @@ class Consolidator:
     async def merge_requested(self, thread: ThreadKey) -> None:
         await self._queue.enqueue("merge", thread.scope, {}, dedupe=f"merge:{thread.scope}")
 
+    async def forget(self, thread: ThreadKey) -> int:
+        """Drop the thread's jobs (queued, running, retrying, dead) and its schedule's dedupe keys."""
+        dedupes = [("merge", f"merge:{thread.scope}"), ("flush", f"idle:{thread.scope}")]
+        return await self._queue.forget(thread.scope, dedupes)
+
     async def pending(self, thread: ThreadKey) -> int:
         return await self._queue.pending_for(thread.scope)
 

@@ -1,6 +1,7 @@
 """Who a request belongs to (tenant, thread) and what time it is for it.
 
-Thread precedence: the `X-PCP-Thread` header, then `metadata.pcp_thread` in the body,
+The tenant is decided at the HTTP edge (`gateway.http.auth`): with keys configured it is the tenant the
+key is configured for; without keys it is `key_tenant` of whatever key the client sent. Thread precedence: the `X-PCP-Thread` header, then `metadata.pcp_thread` in the body,
 then a fingerprint of (tenant, first user message). The system prompt is deliberately
 left out of the fingerprint: IDE assistants fill it with volatile details (the time,
 open files) that would split one conversation into many threads.
@@ -17,7 +18,7 @@ from typing import Any
 from gateway.core import message_text, utc
 from gateway.errors import InvalidRequest
 
-__all__ = ["tenant_of", "thread_of", "request_time", "request_budget"]
+__all__ = ["key_tenant", "thread_of", "path_thread", "request_time", "request_budget"]
 
 _SAFE_THREAD = re.compile(r"[A-Za-z0-9._\-]{1,128}")
 
@@ -30,8 +31,9 @@ def _digest(*parts: str, length: int = 16) -> str:
     return hasher.hexdigest()[:length]
 
 
-def tenant_of(authorization: str | None) -> str:
-    """A stable, non-reversible tenant id from the client's API key ("anon" without one)."""
+def key_tenant(authorization: str | None) -> str:
+    """A stable, non-reversible tenant id from the client's API key ("anon" without one): the tenant of a
+    gateway without configured keys."""
     if not authorization:
         return "anon"
     scheme, _, key = authorization.partition(" ")
@@ -42,6 +44,13 @@ def tenant_of(authorization: str | None) -> str:
 def _clean(thread: str) -> str:
     """A thread id safe inside a Redis hash tag: kept when plain, hashed otherwise."""
     return thread if _SAFE_THREAD.fullmatch(thread) else "h" + _digest(thread)
+
+
+def path_thread(thread: str) -> str:
+    """A thread id from a URL path, as the gateway reports them (`x-pcp-thread`); anything else is refused."""
+    if not _SAFE_THREAD.fullmatch(thread):
+        raise InvalidRequest(f"{thread[:80]!r} is not a thread id (1-128 of A-Z a-z 0-9 . _ -)", param="thread")
+    return thread
 
 
 def thread_of(header: str | None, metadata_thread: Any, tenant: str, messages: Sequence[Mapping[str, Any]]) -> str:

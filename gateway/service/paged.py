@@ -53,6 +53,15 @@ def _finish(reply: Mapping[str, Any], upstream_reason: str | None) -> str:
     return upstream_reason
 
 
+def _count(request: ChatRequest, context: PagedContext, outcome: RoundsOutcome) -> None:
+    """The request's rounds and the model's own zoom calls, for the edge's metrics and log line."""
+    stats = request.meta.stats
+    stats.rounds = outcome.rounds
+    new = outcome.steps[len(context.steps) :] if outcome.steps[: len(context.steps)] == context.steps else outcome.steps
+    stats.consults += sum(1 for step in new if step.action == "Consult")
+    stats.shelves += sum(1 for step in new if step.action == "Shelve")
+
+
 class PagedChat:
     """Runs a request whose context has been built."""
 
@@ -124,6 +133,7 @@ class PagedChat:
                 outcome: RoundsOutcome = stop.value
                 break
         await self._persist(context, outcome)
+        _count(request, context, outcome)
         first = dict(choices[0])
         first["message"] = outcome.reply
         first["finish_reason"] = _finish(outcome.reply, choices[0].get("finish_reason"))
@@ -167,6 +177,7 @@ class PagedChat:
                 break
             yield KEEPALIVE  # an internal round ended: keep the connection alive while the next one starts
         await self._persist(context, outcome)
+        _count(request, context, outcome)
         reason = _finish(outcome.reply, round_stream.finish_reason)
         yield {**template, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": reason}]}
         if request.include_usage:

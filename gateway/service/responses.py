@@ -10,7 +10,6 @@ from typing import Any
 
 from gateway.adapters.response_store import ResponseStore, StoredTurn
 from gateway.errors import InvalidRequest
-from gateway.service.identity import tenant_of
 from gateway.service.request import RequestMeta
 
 __all__ = ["ResponseMemory"]
@@ -26,7 +25,7 @@ class ResponseMemory:
         """The chat messages of every turn up to `previous_id` (none without one)."""
         if previous_id is None:
             return []
-        found = await self._store.history(tenant_of(meta.authorization), previous_id)
+        found = await self._store.history(meta.tenant, previous_id)
         if isinstance(found, str):
             which = "" if found == previous_id else f" (an earlier response of its chain, {found!r}, is gone)"
             raise InvalidRequest(
@@ -40,4 +39,4 @@ class ResponseMemory:
     async def remember(
         self, meta: RequestMeta, response_id: str, previous_id: str | None, messages: Sequence[Mapping[str, Any]]
     ) -> None:
-        await self._store.save(tenant_of(meta.authorization), response_id, StoredTurn(previous_id, tuple(messages)))
+        await self._store.save(meta.tenant, response_id, StoredTurn(previous_id, tuple(messages)))

@@ -64,6 +64,7 @@ class GatewayProcess:
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
+    args: tuple[str, ...] = ()  # more `serve` options (e.g. --log-format json)
 
     @property
     def base_url(self) -> str:
@@ -81,7 +82,7 @@ class GatewayProcess:
         env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
         with open(self.log_path, "wb") as log_file:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "gateway", "serve", "--config", str(config_path), "--port", str(self.port)],
+                [sys.executable, "-m", "gateway", "serve", "--config", str(config_path), "--port", str(self.port), *self.args],
                 cwd=self.workdir,
                 env=env,
                 stdout=log_file,
