@@ -102,7 +102,9 @@ def build_app(config: GatewayConfig, *, upstream: Upstream | None = None) -> Sta
                 await background.start()
             state.ping = services.store.ping
             state.chat = ChatService(services.upstream, services.store, config, services.embedder, services.consolidator)
-            state.threads = ThreadInspector(services.store, services.consolidator)
+            state.threads = ThreadInspector(
+                services.store, services.consolidator, state.chat.builder, config.model_names, config.pcp.budget_tokens
+            )
             ttl = int(config.store.responses_ttl_hours * 3600)
             state.responses = ResponseMemory(ResponseStore(services.store.client, config.store.key_prefix, ttl))
             log.info("serving models: %s", ", ".join(config.model_names))

@@ -15,6 +15,7 @@ from starlette.routing import Route
 
 from gateway.errors import GatewayError, InvalidRequest
 from gateway.http.api_routes import api_routes, is_messages_path
+from gateway.http.inspect_routes import inspect_routes
 from gateway.http.edge import AppState, read_body, request_meta, sse_comment, sse_data
 from gateway.http.messages_api import anthropic_error
 from gateway.http.validation import parse_chat_request
@@ -119,6 +120,7 @@ def create_app(
         Route("/healthz", healthz, methods=["GET"]),
         Route("/pcp/threads/{thread}", thread_view, methods=["GET"]),
         *api_routes(state),
+        *inspect_routes(state),
     ]
     return Starlette(
         routes=routes,
