@@ -53,8 +53,9 @@ class Services:
 
 
 @asynccontextmanager
-async def open_services(config: GatewayConfig, upstream: Upstream | None = None) -> AsyncIterator[Services]:
-    """Open the store (embedded Redis or a URL), the embedder, the upstream and the consolidator."""
+async def open_services(config: GatewayConfig, upstream: Upstream | None = None, *, embed: bool = True) -> AsyncIterator[Services]:
+    """Open the store (embedded Redis or a URL), the embedder (unless ``embed`` is false: a command that only
+    reads the store), the upstream and the consolidator."""
     embedded: EmbeddedRedis | None = None
     url = redis_url_for(config)
     if url is None:
@@ -62,7 +63,7 @@ async def open_services(config: GatewayConfig, upstream: Upstream | None = None)
         url = embedded.start()
     client = open_redis(url, cluster=config.store.cluster)
     store = RedisStore(client, prefix=config.store.key_prefix)
-    embedder = MiniLMEmbedder(quantized=config.pcp.embedding_int8) if config.pcp.embeddings else None
+    embedder = MiniLMEmbedder(quantized=config.pcp.embedding_int8) if config.pcp.embeddings and embed else None
     upstream = upstream or LiteLLMUpstream(config)
     jobs = config.jobs
     queue = JobQueue(

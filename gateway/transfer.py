@@ -94,7 +94,7 @@ def run_import(
 
 
 async def _export(config: GatewayConfig, thread: ThreadKey) -> list[dict[str, object]]:
-    async with open_services(config) as services:
+    async with open_services(config, embed=False) as services:
         return await export_messages(services.store, thread)
 
 
