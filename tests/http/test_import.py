@@ -5,9 +5,6 @@ context preview builds a context without calling the model or changing the threa
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,21 +15,11 @@ import pytest
 
 from bench.datasets import LOCOMO_DATA, Conversation, load_locomo
 from tests.support.fake_upstream import FakeUpstream
-from tests.support.gateway_process import ROOT, GatewayProcess, gateway_config
+from tests.support.chat_exports import run_cli
+from tests.support.gateway_process import GatewayProcess, gateway_config
 
 KEY = "sk-import"
 CONVERSATION = "conv-30"  # 19 sessions; 7 open with the assistant, continuing an exchange the last one sealed
-
-
-def cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gateway", *args, "--config", str(config)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, env={**_env(), "COLUMNS": "200"},
-    )  # fmt: skip
-
-
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +76,7 @@ def test_import_stores_what_the_http_replay_stores_and_export_gives_it_back(
     file.write_text(as_jsonl(locomo, "imported"), encoding="utf-8")
     fake.reset()
 
-    first = cli(config, "import", str(file), "--api-key", KEY)
+    first = run_cli(config, "import", str(file), "--api-key", KEY)
     assert first.returncode == 0, first.stderr
     assert "importing" in first.stderr and "pages stored:" in first.stderr and "consolidation jobs pending" in first.stderr
     replayed, imported = pages_of(gateway, "replayed"), pages_of(gateway, "imported")
@@ -98,7 +85,7 @@ def test_import_stores_what_the_http_replay_stores_and_export_gives_it_back(
     assert f"{imported['total_pages']} new page(s) stored in 1 thread(s)" in first.stderr
     assert fake.chat_requests == []  # nothing went upstream
 
-    again = cli(config, "import", str(file), "--api-key", KEY)
+    again = run_cli(config, "import", str(file), "--api-key", KEY)
     assert again.returncode == 0, again.stderr
     assert "0 new page(s) stored" in again.stderr
     assert pages_of(gateway, "imported")["total_pages"] == imported["total_pages"]
@@ -106,13 +93,13 @@ def test_import_stores_what_the_http_replay_stores_and_export_gives_it_back(
     sent = [{"role": t.role, "content": t.text} for t in locomo.turns]
     for thread in ("imported", "replayed"):
         out = tmp_path / f"{thread}.jsonl"
-        exported = cli(config, "export", thread, "--api-key", KEY, "-o", str(out))
+        exported = run_cli(config, "export", thread, "--api-key", KEY, "-o", str(out))
         assert exported.returncode == 0, exported.stderr
         line = json.loads(out.read_text(encoding="utf-8"))
         assert line == {"thread": thread, "messages": sent}
 
     # another tenant has no such thread
-    missing = cli(config, "export", "imported", "--api-key", "sk-someone-else")
+    missing = run_cli(config, "export", "imported", "--api-key", "sk-someone-else")
     assert missing.returncode == 1 and "no stored messages" in missing.stderr
 
 
@@ -122,7 +109,7 @@ def test_the_context_preview_builds_without_calling_the_model_or_changing_the_th
     gateway, config = served
     file = tmp_path / "conv.jsonl"
     file.write_text(as_jsonl(locomo, "previewed"), encoding="utf-8")
-    assert cli(config, "import", str(file), "--api-key", KEY).returncode == 0
+    assert run_cli(config, "import", str(file), "--api-key", KEY).returncode == 0
     before = pages_of(gateway, "previewed")
     fake.reset()
     headers = {"Authorization": f"Bearer {KEY}"}

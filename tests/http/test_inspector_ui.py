@@ -3,42 +3,20 @@ then the inspector page and the inspection routes it reads, over HTTP, on a gate
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 import yaml
 
 from tests.support.fake_upstream import FakeUpstream
-from tests.support.gateway_process import ROOT, GatewayProcess, gateway_config
+from tests.support.chat_exports import run_cli, write_export
+from tests.support.gateway_process import GatewayProcess, gateway_config
 from tests.support.topics import TOPICS, chat_messages
 
 KEY = "sk-inspector"
 THREAD = "chatgpt-topics"
-
-
-def chatgpt_export(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """ChatGPT's conversations.json shape for one conversation: a chain of nodes from a root."""
-    mapping: dict[str, Any] = {"root": {"id": "root", "message": None, "parent": None, "children": ["n0"]}}
-    for n, message in enumerate(messages):
-        mapping[f"n{n}"] = {
-            "id": f"n{n}",
-            "parent": "root" if n == 0 else f"n{n - 1}",
-            "children": [f"n{n + 1}"] if n + 1 < len(messages) else [],
-            "message": {
-                "author": {"role": message["role"]},
-                "content": {"content_type": "text", "parts": [message["content"]]},
-                "create_time": 1_714_557_600 + 60 * (n // 2),  # a minute apart: one sitting, no idle flush
-            },
-        }
-    return [{"title": "three topics", "conversation_id": THREAD, "current_node": f"n{len(messages) - 1}", "mapping": mapping}]
 
 
 @pytest.fixture(scope="module")
@@ -46,13 +24,8 @@ def inspected(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> I
     workdir = tmp_path_factory.mktemp("inspector")
     config = gateway_config(fake.url, workdir / "data", embedded=True, pcp={"recent_turns": 1})
     (workdir / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
-    export = workdir / "conversations.json"
-    export.write_text(json.dumps(chatgpt_export(chat_messages(*TOPICS))), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"} | {"COLUMNS": "200"}
-    done = subprocess.run(
-        [sys.executable, "-m", "gateway", "import", str(export), "--wait", "--api-key", KEY, "--config", str(workdir / "config.yaml")],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, env=env,
-    )  # fmt: skip
+    export = write_export(workdir / "conversations.json", THREAD, chat_messages(*TOPICS))
+    done = run_cli(workdir / "config.yaml", "import", str(export), "--wait", "--api-key", KEY)
     assert done.returncode == 0, done.stderr
     assert "consolidating" in done.stderr and "consolidation jobs pending: 0" in done.stderr
     assert f"thread {THREAD}" in done.stderr
