@@ -40,14 +40,14 @@ def served(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 def replay_over_http(gateway: GatewayProcess, conv: Conversation, thread: str) -> None:
     """One request per session with the whole history so far, dated at the session (as bench/evidence_recall.py)."""
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=KEY, max_retries=0, timeout=120)
     history: list[dict[str, str]] = []
-    for when, turns in conv.sessions:
-        history += [{"role": t.role, "content": t.text} for t in turns]
-        client.chat.completions.create(
-            model="fake-model", messages=history,  # type: ignore[arg-type]
-            extra_headers={"X-PCP-Thread": thread, "X-PCP-Time": when.isoformat()},
-        )  # fmt: skip
+    with openai.OpenAI(base_url=gateway.base_url, api_key=KEY, max_retries=0, timeout=120) as client:
+        for when, turns in conv.sessions:
+            history += [{"role": t.role, "content": t.text} for t in turns]
+            client.chat.completions.create(
+                model="fake-model", messages=history,  # type: ignore[arg-type]
+                extra_headers={"X-PCP-Thread": thread, "X-PCP-Time": when.isoformat()},
+            )  # fmt: skip
 
 
 def as_jsonl(conv: Conversation, thread: str) -> str:
