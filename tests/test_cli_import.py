@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gateway.cli import main
+from tests.support.chat_exports import run_cli
 
 
 @pytest.fixture
@@ -19,17 +19,18 @@ def config(tmp_path: Path) -> Path:
     return path
 
 
-def test_an_unreadable_file_is_refused_with_its_place(config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unreadable_file_is_refused_with_its_place(config: Path, tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n{"messages": 1}\n', encoding="utf-8")
-    assert main(["import", str(bad), "--config", str(config)]) == 2
-    assert "line 2: expected an object" in capsys.readouterr().err
+    done = run_cli(config, "import", str(bad))
+    assert done.returncode == 2 and "line 2: expected an object" in done.stderr
     assert not (tmp_path / "data").exists()  # the store was never opened
 
 
-def test_a_thread_name_needs_one_conversation(config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_thread_name_needs_one_conversation(config: Path, tmp_path: Path) -> None:
     two = tmp_path / "two.jsonl"
     lines = [{"thread": name, "messages": [{"role": "user", "content": name}]} for name in ("a", "b")]
     two.write_text("\n".join(json.dumps(line) for line in lines), encoding="utf-8")
-    assert main(["import", str(two), "--thread", "x", "--config", str(config)]) == 2
-    assert "--thread needs a file with one conversation" in capsys.readouterr().err
+    done = run_cli(config, "import", str(two), "--thread", "x")
+    assert done.returncode == 2 and "--thread needs a file with one conversation" in done.stderr
+    assert not (tmp_path / "data").exists()
