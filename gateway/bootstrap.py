@@ -57,8 +57,9 @@ class Services:
 
 
 @asynccontextmanager
-async def open_services(config: GatewayConfig, upstream: Upstream | None = None) -> AsyncIterator[Services]:
-    """Open the store (embedded Redis or a URL), the embedder, the upstream and the consolidator."""
+async def open_services(config: GatewayConfig, upstream: Upstream | None = None, *, embed: bool = True) -> AsyncIterator[Services]:
+    """Open the store (embedded Redis or a URL), the embedder (unless ``embed`` is false: a command that only
+    reads the store), the upstream and the consolidator."""
     embedded: EmbeddedRedis | None = None
     url = redis_url_for(config)
     if url is None:
@@ -66,7 +67,7 @@ async def open_services(config: GatewayConfig, upstream: Upstream | None = None)
         url = embedded.start()
     client = open_redis(url, cluster=config.store.cluster)
     store = RedisStore(client, prefix=config.store.key_prefix)
-    embedder = MiniLMEmbedder(quantized=config.pcp.embedding_int8) if config.pcp.embeddings else None
+    embedder = MiniLMEmbedder(quantized=config.pcp.embedding_int8) if config.pcp.embeddings and embed else None
     upstream = upstream or LiteLLMUpstream(config)
     jobs = config.jobs
     queue = JobQueue(
@@ -107,7 +108,9 @@ def build_app(config: GatewayConfig, *, upstream: Upstream | None = None) -> Sta
                 await background.start()
             state.ping = services.store.ping
             state.chat = ChatService(services.upstream, services.store, config, services.embedder, services.consolidator)
-            state.threads = ThreadInspector(services.store, services.consolidator)
+            state.threads = ThreadInspector(
+                services.store, services.consolidator, state.chat.builder, config.model_names, config.pcp.budget_tokens
+            )
             state.admin = ThreadAdmin(services.store, services.consolidator)
             access.limiter = RateLimiter(services.store.client, config.store.key_prefix)
             queue = services.queue

@@ -1,4 +1,4 @@
-"""The command line: `pcp-gateway serve`, `pcp-gateway worker` and `pcp-gateway check-config`."""
+"""The command line: `pcp-gateway serve`, `worker`, `check-config`, `import` and `export`."""
 
 from __future__ import annotations
 
@@ -8,15 +8,21 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import uvicorn
+from starlette.datastructures import Headers
 
+from gateway.adapters.store_keys import ThreadKey
 from gateway.adapters.upstream import build_router
 from gateway.bootstrap import build_app, run_worker
 from gateway.config import GatewayConfig, load_config
-from gateway.errors import ConfigError
-from gateway.http.auth import exposure_problem, open_warning
+from gateway.errors import ConfigError, GatewayError
+from gateway.http.auth import Access, exposure_problem, open_warning
 from gateway.logs import LOG_FORMATS, configure_logging
+from gateway.transfer import run_export, run_import
+from gateway.service.chat_files import ChatFileError, read_conversations
+from gateway.service.identity import thread_of
 
 __all__ = ["main"]
 
@@ -37,7 +43,39 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--log-format", default="text", choices=LOG_FORMATS, help="text lines, or one JSON object per line")
     check = commands.add_parser("check-config", help="validate a config file and print what it defines")
     check.add_argument("--config", default="config.yaml", help="config file (default: ./config.yaml)")
+    load = commands.add_parser("import", help="store conversations (OpenAI chat JSONL, ChatGPT conversations.json) as memory")
+    load.add_argument("file", type=Path)
+    load.add_argument("--thread", help="thread to store the file's one conversation in (default: its own, else a fingerprint)")
+    load.add_argument("--wait", action="store_true", help="run consolidation here until the imported threads are done")
+    dump = commands.add_parser("export", help="write a thread's messages as one JSONL line")
+    dump.add_argument("thread")
+    dump.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
+    for sub in (load, dump):
+        sub.add_argument("--config", default="config.yaml", help="config file (default: ./config.yaml)")
+        owner = sub.add_mutually_exclusive_group()
+        owner.add_argument("--api-key", help="the client API key whose tenant owns the threads (default: none, tenant anon)")
+        owner.add_argument("--tenant", help="the tenant id itself (as in the store), instead of --api-key")
+        sub.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     return parser
+
+
+def _transfer(config: GatewayConfig, args: argparse.Namespace) -> int:
+    try:  # the tenant the gateway would give this key: its configured tenant, or the open gateway's own
+        tenant = args.tenant or Access(config).identify(Headers({"authorization": f"Bearer {args.api_key}"} if args.api_key else {})).tenant
+    except GatewayError as exc:
+        print(f"pcp-gateway: {exc.message}", file=sys.stderr)
+        return 2
+    if args.command == "export":
+        return run_export(config, ThreadKey(tenant, thread_of(args.thread, None, tenant, [])), args.output)
+    try:
+        conversations = read_conversations(args.file)
+    except ChatFileError as exc:
+        print(f"pcp-gateway: cannot import {args.file}: {exc}", file=sys.stderr)
+        return 2
+    if args.thread and len(conversations) > 1:
+        print(f"pcp-gateway: --thread needs a file with one conversation; {args.file} has {len(conversations)}", file=sys.stderr)
+        return 2
+    return run_import(config, conversations, tenant, args.thread, args.wait)
 
 
 def _serve(config: GatewayConfig, host: str, port: int, log_level: str) -> None:
@@ -83,6 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "check-config":
         _check(config)
         return 0
+    if args.command in ("import", "export"):
+        return _transfer(config, args)
     if args.command == "worker":
         _worker(config, max(args.workers, 1))
         return 0

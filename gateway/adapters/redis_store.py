@@ -82,6 +82,7 @@ class NewPage:
     vector: npt.NDArray[np.float32] | None = None
     anchor: str = ""
     line: LineHolds = LineHolds.LEAD
+    messages: str = ""  # an Original page's messages when its content cannot give them back (gateway.core.original)
 
     @classmethod
     def of(
@@ -91,9 +92,10 @@ class NewPage:
         terms: Mapping[str, int],
         vector: npt.NDArray[np.float32] | None = None,
         anchor: str = "",
+        messages: str = "",
     ) -> NewPage:
         """``page`` (with its content) and what the request path needs of it, derived here once."""
-        return cls(page, count(page.summary), count(background_line(page)), terms, vector, anchor, line_holds(page))
+        return cls(page, count(page.summary), count(background_line(page)), terms, vector, anchor, line_holds(page), messages)
 
     def manifest(self) -> Manifest:
         """The manifest as stored and read back: the page without its content."""
@@ -193,13 +195,15 @@ class ManifestCache:
 
 
 _ADD_PAGES = """
--- KEYS: manifest, content, vector, log (one thread: one slot)  ARGV: (id, manifest, content, vector) per page
+-- KEYS: manifest, content, vector, log, messages (one thread: one slot)
+-- ARGV: (id, manifest, content, vector, messages) per page
 local added = {}
-for i = 1, #ARGV, 4 do
+for i = 1, #ARGV, 5 do
   local id = ARGV[i]
   if redis.call('HSETNX', KEYS[1], id, ARGV[i + 1]) == 1 then
     redis.call('HSET', KEYS[2], id, ARGV[i + 2])
     if ARGV[i + 3] ~= '' then redis.call('HSET', KEYS[3], id, ARGV[i + 3]) end
+    if ARGV[i + 4] ~= '' then redis.call('HSET', KEYS[5], id, ARGV[i + 4]) end
     redis.call('RPUSH', KEYS[4], id)
     added[#added + 1] = id
   end
@@ -274,9 +278,9 @@ class RedisStore:
         args: list[str] = []
         for new in items:
             vector = encode_vector(new.vector) if new.vector is not None else ""
-            args += [new.page.id, manifest_json(new), new.page.content, vector]
+            args += [new.page.id, manifest_json(new), new.page.content, vector, new.messages]
         with store_errors():
-            added = await self._redis.eval(_ADD_PAGES, 4, keys.manifest, keys.content, keys.vector, keys.log, *args)
+            added = await self._redis.eval(_ADD_PAGES, 5, keys.manifest, keys.content, keys.vector, keys.log, keys.messages, *args)
             if added:  # the registries are other slots: separate, idempotent writes
                 await self._redis.zadd(threads_key(self.prefix), {thread.scope: now})
                 await self._redis.zadd(tenant_threads_key(self.prefix, thread.tenant), {thread.thread: now})
@@ -308,6 +312,20 @@ class RedisStore:
             for page_id, raw, content in zip(ids, raws, contents)
             if raw is not None
         }
+
+    async def originals(self, thread: ThreadKey) -> list[tuple[str, str, str | None]]:
+        """Every Original page in the order it was first stored: its id, content and the messages kept for it
+        (see `gateway.core.original`; ``None`` when its content gives them back)."""
+        keys = self.keys(thread)
+        with store_errors():
+            ids = [str(i) for i in await self._redis.lrange(keys.log, 0, -1)]
+            if not ids:
+                return []
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.hmget(keys.content, ids)
+                pipe.hmget(keys.messages, ids)
+                contents, kept = await pipe.execute()
+        return [(i, content or "", messages) for i, content, messages in zip(ids, contents, kept)]
 
     async def vectors(self, thread: ThreadKey, ids: Sequence[str]) -> dict[str, npt.NDArray[np.float32]]:
         """Content embeddings of the pages among `ids` that have one."""

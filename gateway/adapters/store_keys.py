@@ -7,6 +7,8 @@ so a thread's keys share one slot and its multi-key transactions and scripts sta
                          of its summary and background line, its term counts and its anchor text)
 - `...:content`   hash   page id -> page content
 - `...:vector`    hash   page id -> embedding of the page content (base64 float16)
+- `...:messages`  hash   page id -> an Original page's messages as JSON, only where its content cannot
+                         give them back exactly (gateway.core.original)
 - `...:log`       list   ids of original pages in the order they were first stored (consolidation input)
 - `...:parent`    hash   page id -> id of the consolidated page that contains it
 - `...:views`     hash   page id -> view (Detail / Unpacked; absent = Summary)
@@ -72,6 +74,10 @@ class ThreadKeys:
         return self._key("vector")
 
     @property
+    def messages(self) -> str:
+        return self._key("messages")
+
+    @property
     def log(self) -> str:
         return self._key("log")
 
@@ -109,7 +115,7 @@ class ThreadKeys:
 
     def every(self) -> dict[str, str]:
         """Every key of the thread by what it holds (what deleting the thread removes)."""
-        names = ("manifest", "content", "vector", "log", "parent", "views", "trace", "segment", "heat", "seen", "form", "layout")
+        names = ("manifest", "content", "vector", "log", "parent", "views", "trace", "segment", "heat", "seen", "form", "layout", "messages")
         return {name: self._key(name) for name in names}
 
 

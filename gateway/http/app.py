@@ -21,6 +21,7 @@ from gateway.http.auth import AuthMiddleware, principal_of
 from gateway.http.edge import AppState, read_body, request_meta, request_stats, sse_comment, sse_data
 from gateway.http.metrics import metrics_route
 from gateway.http.observe import RequestObserver
+from gateway.http.inspect_routes import inspect_routes
 from gateway.http.messages_api import anthropic_error
 from gateway.http.thread_routes import thread_routes
 from gateway.http.validation import parse_chat_request
@@ -134,6 +135,7 @@ def create_app(
         Route("/pcp/threads/{thread}", thread_view, methods=["GET"]),
         *thread_routes(state),
         *api_routes(state),
+        *inspect_routes(state),
     ]
     if state.metrics is not None:
         routes.append(metrics_route(state.metrics, lambda: state.queue_probe, time.time))

@@ -34,7 +34,7 @@ __all__ = ["Access", "AuthMiddleware", "Principal", "exposure_problem", "open_wa
 
 
 MASTER_TENANT = "master"
-PUBLIC_PATHS = frozenset({"/healthz"})
+PUBLIC_PATHS = frozenset({"/healthz", "/pcp/ui", "/pcp/ui/app.js", "/pcp/ui/app.css"})  # the inspector page holds no data
 _SCOPE_KEY = "pcp.principal"
 
 
@@ -139,7 +139,7 @@ def _open_principal(headers: Headers) -> Principal:
 
 
 class AuthMiddleware:
-    """Identifies the caller of every HTTP request (but `/healthz`); `/metrics` needs the master key."""
+    """Identifies the caller of every HTTP request (but `PUBLIC_PATHS`); `/metrics` needs the master key."""
 
     def __init__(self, app: ASGIApp, access: Access, render: Callable[[Scope, GatewayError], Response]) -> None:
         self.app = app

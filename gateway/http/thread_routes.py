@@ -16,14 +16,15 @@ from gateway.http.auth import principal_of
 from gateway.http.edge import AppState
 from gateway.service.identity import path_thread
 
-__all__ = ["thread_routes"]
+__all__ = ["int_param", "thread_routes"]
 
 MAX_LIMIT = 100
 
 
-def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
-    raw = request.query_params.get(name)
-    if raw is None:
+def int_param(request: Request, name: str, default: int | None, low: int, high: int) -> int | None:
+    """A whole-number query parameter within [low, high], ``default`` when absent or empty; else a 400."""
+    raw = request.query_params.get(name, "").strip()
+    if not raw:
         return default
     if not raw.isdigit() or not low <= int(raw) <= high:
         raise InvalidRequest(f"{name} must be a whole number from {low} to {high}; got {raw[:40]!r}", param=name)
@@ -33,8 +34,9 @@ def _int_param(request: Request, name: str, default: int, low: int, high: int) -
 def thread_routes(state: AppState) -> list[Route]:
     async def list_threads(request: Request) -> Response:
         assert state.admin is not None
-        limit = _int_param(request, "limit", 20, 1, MAX_LIMIT)
-        offset = _int_param(request, "offset", 0, 0, 10**9)
+        limit = int_param(request, "limit", 20, 1, MAX_LIMIT)
+        offset = int_param(request, "offset", 0, 0, 10**9)
+        assert limit is not None and offset is not None
         return JSONResponse(await state.admin.threads(principal_of(request).tenant, offset, limit))
 
     async def delete_thread(request: Request) -> Response:

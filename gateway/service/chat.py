@@ -85,6 +85,11 @@ class ChatService:
         self._builder = ContextBuilder(store, config.pcp, TokenCounter.for_model, upstream.context_window, router, embedder)
         self._paged = PagedChat(store, upstream, config.pcp)
 
+    @property
+    def builder(self) -> ContextBuilder:
+        """The context builder of the request path (the inspection API previews contexts with it)."""
+        return self._builder
+
     def _paged_mode(self, request: ChatRequest) -> bool:
         if request.meta.pcp_off or not self._config.pcp.enabled:
             return False

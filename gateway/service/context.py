@@ -50,6 +50,7 @@ from gateway.core import (
     system_instructions,
     view_of,
 )
+from gateway.core.original import kept_messages
 from gateway.core.rounds import ZoomNames
 from gateway.errors import ContextLengthExceeded, InvalidRequest
 from gateway.core.excerpt import ExcerptOption, Unit, excerpt_options, line_coverage, units_of
@@ -58,7 +59,7 @@ from gateway.core.scaffolding import Layout, compile_pins, decide, scaffolding_b
 from gateway.service.router import Router
 from gateway.service.split_cache import Split, SplitCache
 
-__all__ = ["PagedContext", "ContextBuilder", "SAVE_COMMAND", "zoom_names"]
+__all__ = ["PagedContext", "ContextBuilder", "History", "SAVE_COMMAND", "zoom_names"]
 
 SAVE_COMMAND = "/save"
 CONTAINER_SHARE = 0.25  # a laid-open container's relevance: this share of its best page's
@@ -90,6 +91,18 @@ class PagedContext:
     over_budget: bool
     router_ms: float = 0.0
     added: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class History:
+    """A request's messages as stored: its split, the scaffolding blocks, the positions of the conversation's
+    blocks (the ones paged), their page ids in order, and the ids that were new."""
+
+    split: Split
+    scaffold: frozenset[int]
+    keep: list[int]
+    ids: list[str]
+    added: list[str]
 
 
 def zoom_names(client_tools: Sequence[Any]) -> ZoomNames:
@@ -180,12 +193,13 @@ class ContextBuilder:
             scaffold = scaffolding_blocks(blocks, self._pins, self._preamble)
         return [i for i, b in enumerate(blocks) if i not in scaffold and b.anchor_text.strip() != SAVE_COMMAND]
 
-    async def _scaffolding(self, thread: ThreadKey, split: Split) -> frozenset[int]:
+    async def _scaffolding(self, thread: ThreadKey, split: Split, *, store: bool = True) -> frozenset[int]:
         """The client's scaffolding among the request's blocks, by their layout next to the thread's previous
-        request's and by the config's pins (gateway.core.scaffolding); the layout is kept for the next request."""
+        request's and by the config's pins (gateway.core.scaffolding); the layout is kept for the next request
+        (unless ``store`` is false: a preview changes nothing)."""
         previous = Layout.loads(await self._store.layout(thread))
         decision = decide(split.blocks, split.ids, split.tail, previous, self._pins, self._preamble)
-        if decision.layout is not None and decision.layout != previous:
+        if store and decision.layout is not None and decision.layout != previous:
             await self._store.save_layout(thread, decision.layout.dumps())
         return decision.scaffold
 
@@ -195,21 +209,21 @@ class ContextBuilder:
         """Store the blocks' pages that are new; return every block's page id in order, and the new ones."""
         ids = list(known_ids) if known_ids is not None else [page_id(block.text) for block in blocks]
         missing = set(await self._store.missing(thread, ids))
-        fresh: dict[str, tuple[Page, str]] = {}
+        fresh: dict[str, tuple[Page, Block]] = {}
         count = self._ingest_counter.count
         for position, (block, block_id) in enumerate(zip(blocks, ids)):
             if block_id in missing and block_id not in fresh:
                 # pages sealed by one request share its time; a microsecond per position keeps them in
                 # conversation order wherever pages are sorted by time (rendering shows whole seconds)
                 moment = now + timedelta(microseconds=position)
-                fresh[block_id] = (original_page(block, moment, count), block.anchor_text)
+                fresh[block_id] = (original_page(block, moment, count), block)
         pages = [page for page, _ in fresh.values()]
         vectors = list(await self._embedder.embed([p.content for p in pages])) if self._embedder and pages else [None] * len(pages)
         added = await self._store.add_pages(
             thread,
             (
-                NewPage.of(page, count, term_counts(page.content), vector, anchor)
-                for (page, anchor), vector in zip(fresh.values(), vectors)
+                NewPage.of(page, count, term_counts(page.content), vector, block.anchor_text, kept_messages(block))
+                for (page, block), vector in zip(fresh.values(), vectors)
             ),
             now.timestamp(),
         )
@@ -255,18 +269,40 @@ class ContextBuilder:
             return page in history
         return all(self._covered(child, manifests, history) for child in manifest.page.source_ids)
 
-    async def build(
-        self, model: str, messages: Sequence[Mapping[str, Any]], tools: Sequence[Any], thread: ThreadKey, now: datetime, budget: int
-    ) -> PagedContext:
+    async def store_history(
+        self, thread: ThreadKey, messages: Sequence[Mapping[str, Any]], now: datetime, *, store: bool = True
+    ) -> History:
+        """Split a request's messages and store its conversation's sealed blocks as pages (what every paged
+        request does first; `pcp-gateway import` does only this). With ``store=False`` nothing is written, not
+        even the thread's split cache: the blocks and their ids only."""
         try:
-            split = self._splits.split(thread.scope, messages)
+            split = (self._splits if store else SplitCache(capacity=1)).split(thread.scope, messages)
         except ValueError as exc:
             raise InvalidRequest(str(exc), param="messages") from exc
         # the client's scaffolding stays verbatim in its place and is never a page; only the conversation is paged
-        scaffold = await self._scaffolding(thread, split)
+        scaffold = await self._scaffolding(thread, split, store=store)
         keep = self.conversation(split.blocks, scaffold)
+        known = [split.ids[i] for i in keep]
+        if not store:
+            return History(split, scaffold, keep, known, [])
+        ids, added = await self.ingest(thread, [split.blocks[i] for i in keep], now, known)
+        return History(split, scaffold, keep, ids, added)
+
+    async def build(
+        self,
+        model: str,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Any],
+        thread: ThreadKey,
+        now: datetime,
+        budget: int,
+        *,
+        store: bool = True,
+    ) -> PagedContext:
+        """The first round's context; with ``store=False`` the thread is only read (a preview: no page is stored)."""
+        stored = await self.store_history(thread, messages, now, store=store)
+        split, scaffold, keep, ids, added = stored.split, stored.scaffold, stored.keep, stored.ids, stored.added
         blocks = [split.blocks[i] for i in keep]
-        ids, added = await self.ingest(thread, blocks, now, [split.ids[i] for i in keep])
         counter = self._counter_for(model)
         query = _query(split.tail)
         scaffolding = [m for i in sorted(scaffold) for m in split.blocks[i].messages]

@@ -1,17 +1,26 @@
-"""What `GET /pcp/threads/{thread}` shows: a thread's pages as a tree, its views, trace, form and pending jobs.
+"""What the inspection API shows: a thread's pages as a tree, its views, trace, form and pending jobs
+(`GET /pcp/threads/{thread}`), one page whole, a tenant's threads, and the context a question would get.
 
-Tests and benchmarks use `pending_jobs` to wait until a thread's background work is done.
+Tests and benchmarks use `pending_jobs` to wait until a thread's background work is done. The context preview
+builds the first round's context as a chat request of the thread would (`ContextBuilder.build`, with the thread's
+stored conversation as the history and the question as the live turn) without storing anything, persisting zoom
+state or calling the chat model.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 from gateway.adapters.consolidation_store import ConsolidationStore
 from gateway.adapters.redis_store import Manifest, RedisStore
 from gateway.adapters.store_keys import ThreadKey
-from gateway.core import iso_time
+from gateway.core import iso_time, message_text
+from gateway.errors import InvalidRequest, ModelNotFound
+from gateway.service.context import ContextBuilder
 from gateway.service.consolidator import Consolidator
+from gateway.service.importer import export_messages
 
 __all__ = ["ThreadInspector"]
 
@@ -33,10 +42,61 @@ def _node(manifest: Manifest, by_id: dict[str, Manifest], heat: dict[str, str]) 
 
 
 class ThreadInspector:
-    def __init__(self, store: RedisStore, consolidator: Consolidator | None) -> None:
+    def __init__(
+        self,
+        store: RedisStore,
+        consolidator: Consolidator | None,
+        builder: ContextBuilder | None = None,
+        models: Sequence[str] = (),
+        budget: int = 4000,
+    ) -> None:
         self._store = store
         self._cstore = ConsolidationStore(store)
         self._consolidator = consolidator
+        self._builder = builder
+        self._models = tuple(models)
+        self._budget = budget
+
+    async def page(self, thread: ThreadKey, page_id: str) -> dict[str, Any] | None:
+        """One page whole: its manifest and content (None when the thread has no such page)."""
+        found = (await self._store.pages(thread, [page_id])).get(page_id)
+        if found is None:
+            return None
+        return {
+            "id": found.id,
+            "type": found.type.value,
+            "timestamp": iso_time(found.timestamp),
+            "summary": found.summary,
+            "clusters": list(found.clusters),
+            "tokens": found.tokens,
+            "source_ids": list(found.source_ids),
+            "content": found.content,
+        }
+
+    async def context(self, thread: ThreadKey, query: str, budget: int | None, model: str | None, now: datetime) -> dict[str, Any]:
+        """The context a question on the thread would be sent upstream with, built but not sent or stored."""
+        assert self._builder is not None
+        if not query.strip():
+            raise InvalidRequest("q (the question to build the context for) is required", param="q")
+        name = model or (self._models[0] if self._models else "")
+        if name not in self._models:
+            raise ModelNotFound(f"the model {name!r} is not in the config; it has {', '.join(self._models)}", param="model")
+        history = await export_messages(self._store, thread)
+        messages = [*history, {"role": "user", "content": query}]
+        built = await self._builder.build(name, messages, [], thread, now, budget or self._budget, store=False)
+        system = next((message_text(m) for m in built.messages if m.get("role") == "system"), "")
+        return {
+            "thread": thread.thread,
+            "model": name,
+            "query": query,
+            "budget": budget or self._budget,
+            "prompt_tokens": built.prompt_tokens,
+            "over_budget": built.over_budget,
+            "pages_shown": built.shown,
+            "pages_total": built.total,
+            "system": system,
+            "messages": [dict(m) for m in built.messages],
+        }
 
     async def describe(self, thread: ThreadKey) -> dict[str, Any]:
         # pending jobs first: a job that ends while the rest is read then shows as pending, so pending_jobs == 0
