@@ -225,8 +225,8 @@ def excerpt_options(
     the top 1, 2, ... matching units, never all of the page's units (that is its Detail view), nor one as long
     as the page (Detail shows all of it for that). Empty when no unit matches or the page is a single unit.
 
-    The :data:`EXACT_OPTIONS` smallest are counted exactly; larger ones are estimated (:func:`_estimate`), so
-    a long reply with many matching lines costs linear work in its length, not quadratic."""
+    The :data:`EXACT_OPTIONS` smallest are counted exactly; larger ones are estimated (:func:`_estimate`): the
+    tokenizer runs on at most that many excerpts of a page, however many of a long reply's lines match."""
     held, strength = _held(units, weights)
     ranked = _order(units, held, weights)
     whole = sum(unit.tokens for unit in units)

@@ -63,18 +63,18 @@ def words(text: str) -> list[str]:
 # "I spent", "she went". Regular forms meet by stemming ("painted" -> "paint"); these only by this table. Forms
 # that are mostly other words in chat ("a bit", "the ground", "a rose", "bound to") are left out.
 _IRREGULAR_FORMS = """arise arose arisen|awake awoke awoken|bear bore borne born|beat beaten|become became|begin began begun|
-bend bent|bet|bid|bite bitten|bleed bled|blow blew blown|break broke broken|breed bred|
+bend bent|bite bitten|bleed bled|blow blew blown|break broke broken|breed bred|
 bring brought|build built|burn burnt|buy bought|catch caught|choose chose chosen|cling clung|come came|
-cost|creep crept|cut|deal dealt|dig dug|draw drew drawn|dream dreamt|drink drank drunk|drive drove driven|
+creep crept|deal dealt|dig dug|draw drew drawn|dream dreamt|drink drank drunk|drive drove driven|
 eat ate eaten|fall fell fallen|feed fed|feel felt|fight fought|find found|flee fled|fly flew flown|
 forbid forbade forbidden|forget forgot forgotten|forgive forgave forgiven|freeze froze frozen|get got gotten|
-give gave given|go went gone|grow grew grown|hang hung|hear heard|hide hid hidden|hit|
-hold held|hurt|keep kept|kneel knelt|know knew known|lay laid|lead led|lean leant|leap leapt|learn learnt|
-leave left|lend lent|light lit|lose lost|make made|mean meant|meet met|pay paid|put|quit|
+give gave given|go went gone|grow grew grown|hang hung|hear heard|hide hid hidden|
+hold held|keep kept|kneel knelt|know knew known|lay laid|lead led|lean leant|leap leapt|learn learnt|
+leave left|lend lent|light lit|lose lost|make made|mean meant|meet met|pay paid|
 ride rode ridden|ring rang rung|rise risen|run ran|say said|see saw seen|seek sought|sell sold|
-send sent|set|sew sewn|shake shook shaken|shine shone|shoot shot|show shown|shrink shrank shrunk|shut|
+send sent|sew sewn|shake shook shaken|shine shone|shoot shot|show shown|shrink shrank shrunk|
 sing sang sung|sink sank sunk|sit sat|sleep slept|slide slid|speak spoke spoken|speed sped|spend spent|
-spin spun|spit spat|split|spread|spring sprang sprung|stand stood|steal stole stolen|stick stuck|
+spin spun|spit spat|spring sprang sprung|stand stood|steal stole stolen|stick stuck|
 sting stung|stink stank stunk|strike struck|swear swore sworn|sweep swept|swim swam swum|swing swung|
 take took taken|teach taught|tear tore torn|tell told|think thought|throw threw thrown|understand understood|
 wake woke woken|wear wore worn|weave wove woven|weep wept|win won|write wrote written|
