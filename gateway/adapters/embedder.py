@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import ctypes
+import gc
 import logging
 import threading
 import time
@@ -42,6 +44,15 @@ class Embedder(Protocol):
     """Turns texts into normalised vectors, off the event loop."""
 
     async def embed(self, texts: Sequence[str]) -> Vectors: ...
+
+
+def _trim_heap() -> None:
+    """Return freed heap pages to the system (glibc's ``malloc_trim``; elsewhere nothing). Freed memory otherwise
+    stays in the process: after the int8 copy of the model, ~130 MB of float32 weights (measured)."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 class MiniLMEmbedder:
@@ -78,6 +89,9 @@ class MiniLMEmbedder:
                 warnings.filterwarnings("ignore", message=r"torch\.ao\.quantization is deprecated", category=DeprecationWarning)
                 encoder = torch.ao.quantization.quantize_dynamic(encoder, {torch.nn.Linear}, dtype=torch.qint8)  # type: ignore[no-untyped-call]
             self._loaded = (model.tokenizer, encoder)
+            del model  # with int8, the float32 weights are garbage now: give their pages back to the system
+            gc.collect()
+            _trim_heap()
             log.info("embedding model loaded in %.1fs (int8: %s)", time.perf_counter() - started, self.quantized)
 
     def _embed(self, texts: Sequence[str]) -> Vectors:
