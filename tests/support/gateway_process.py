@@ -21,6 +21,8 @@ from typing import Any
 import httpx
 import yaml
 
+from gateway.adapters.upstream import HTTP_HANDLER_SWITCH
+
 __all__ = ["GatewayProcess", "free_port", "gateway_config"]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,7 +81,9 @@ class GatewayProcess:
         config_path = self.workdir / "config.yaml"
         config_path.write_text(yaml.safe_dump(self.config), encoding="utf-8")
         self.log_path = self.workdir / f"gateway-{self.port}.log"
-        env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+        # the gateway chooses its own upstream path (gateway.adapters.upstream.select_openai_path): a switch that an
+        # in-process test set in this process's environment must not decide it for the child
+        env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", HTTP_HANDLER_SWITCH)}
         with open(self.log_path, "wb") as log_file:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "gateway", "serve", "--config", str(config_path), "--port", str(self.port), *self.args],
