@@ -28,7 +28,6 @@ from gateway.core import (
     LineHolds,
     Page,
     PageTree,
-    PageType,
     RenderInput,
     Step,
     TokenCounter,
@@ -56,6 +55,7 @@ from gateway.errors import ContextLengthExceeded, InvalidRequest
 from gateway.core.excerpt import ExcerptOption, Unit, excerpt_options, line_coverage, units_of
 from gateway.core.lexical import idf_weights, term_counts, terms
 from gateway.core.scaffolding import Layout, compile_pins, decide, scaffolding_blocks
+from gateway.service.page_tree import open_folded, visible_tree
 from gateway.service.router import Router
 from gateway.service.split_cache import Split, SplitCache
 
@@ -116,29 +116,6 @@ def zoom_names(client_tools: Sequence[Any]) -> ZoomNames:
         n += 1
         suffix = f"_{n}"
     return ZoomNames(consult=f"pcp_consult{suffix}", shelve=f"pcp_shelve{suffix}")
-
-
-def _open_folded(tree: PageTree, state: ViewState) -> tuple[PageTree, dict[str, tuple[str, ...]]]:
-    """What the budget arranges: ``tree`` with each top-level container the model has not opened laid open.
-    Its Original pages become top-level pages in their own right, next to the container itself, which stays as
-    a page without children (its summary; its consolidated account in Detail). Returns that tree and each
-    laid-open container's pages.
-
-    A question about one exchange of an old topic then gets that exchange, as a line or in Detail, instead of
-    the whole topic or only its summary: the router scores the pages, not the container. The model's zoom
-    still works on ``tree``: consulting such a page opens its container on the way, as for any hidden page."""
-    roots: list[str] = []
-    children = dict(tree.children)
-    folded: dict[str, tuple[str, ...]] = {}
-    for root in tree.roots:
-        if tree.kids(root) and root not in state:
-            inside = tree.descendants(root)
-            folded[root] = tuple(page for page in inside if tree.kind(page) is PageType.ORIGINAL)
-            for container in (root, *inside):
-                children.pop(container, None)
-            roots.extend(folded[root])
-        roots.append(root)
-    return PageTree(tuple(roots), children, tree.consolidated), folded
 
 
 def _query(tail: Sequence[Mapping[str, Any]]) -> str:
@@ -229,46 +206,6 @@ class ContextBuilder:
         )
         return ids, added
 
-    async def _tree(self, thread: ThreadKey, pool: Sequence[str], history: set[str]) -> tuple[PageTree, dict[str, Manifest]]:
-        """The top-level pages covering `pool`: a consolidated page stands for its children when every
-        original page under it belongs to this request's history (pages of other branches never show)."""
-        manifests = await self._store.manifests(thread, pool)
-        roots = [page for page in pool if page in manifests]
-        covered: dict[str, bool] = {}
-
-        def covers(page: str) -> bool:
-            if page not in covered:
-                covered[page] = self._covered(page, manifests, history)
-            return covered[page]
-
-        while True:
-            parents = await self._store.parents(thread, roots)
-            wanted = sorted({p for p in parents.values() if p not in manifests})
-            manifests.update(await self._store.manifests(thread, wanted))
-            lifted: dict[str, None] = {}
-            changed = False
-            for page in roots:
-                parent = parents.get(page)
-                if parent in manifests and covers(parent):
-                    lifted[parent] = None
-                    changed = True
-                else:
-                    lifted[page] = None
-            contained = {child for page in lifted for child in manifests[page].page.source_ids}
-            roots = [page for page in lifted if page not in contained]
-            if not changed:
-                break
-        pages = [m.page for m in manifests.values()]
-        return PageTree.from_pages(pages, roots), manifests
-
-    def _covered(self, page: str, manifests: Mapping[str, Manifest], history: set[str]) -> bool:
-        manifest = manifests.get(page)
-        if manifest is None:
-            return False
-        if manifest.page.type is PageType.ORIGINAL:
-            return page in history
-        return all(self._covered(child, manifests, history) for child in manifest.page.source_ids)
-
     async def store_history(
         self, thread: ThreadKey, messages: Sequence[Mapping[str, Any]], now: datetime, *, store: bool = True
     ) -> History:
@@ -309,12 +246,12 @@ class ContextBuilder:
         cut = self._verbatim_from(blocks, budget, counter, [*split.system, *scaffolding, *split.tail], query)
         recent_ids = set(ids[cut:])
         pool = [i for i in dict.fromkeys(ids[:cut]) if i not in recent_ids]
-        tree, manifests = await self._tree(thread, pool, set(ids))
+        tree, manifests = await visible_tree(self._store, thread, pool, set(ids))
         persisted, steps = await self._store.focus(thread)
         state = normalize({k: v for k, v in persisted.items() if k in tree}, tree)
         # the zoom works on `tree`; the budget and the rendering on `flow`, where the containers the model has
         # not opened are laid open
-        flow, folded = _open_folded(tree, state)
+        flow, folded = open_folded(tree, state)
 
         started = time.perf_counter()
         relevance, requested, match_text = await self._select(thread, query, ids, flow, folded, manifests, state)

@@ -6,13 +6,11 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timezone
 
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.adapters.embedded_redis import EmbeddedRedis
 from gateway.adapters.job_queue import JobQueue
 from gateway.adapters.redis_store import NewPage, RedisStore
 from gateway.adapters.store_keys import ThreadKey
@@ -25,7 +23,6 @@ from gateway.core.segmentation import FlushReason
 from gateway.errors import NotFound
 from gateway.service.consolidator import Consolidator
 from gateway.service.forgetting import ThreadAdmin
-from tests.conftest import external_redis_url
 from tests.support.fake_upstream import FakeUpstream, Recorded, Reply
 
 # litellm, imported in-process here (the HTTP tests run it in the gateway's process), builds pydantic
@@ -35,31 +32,9 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*ReadOnly.*:UserWarning")
 NOW = datetime(2026, 2, 14, 10, 30, tzinfo=timezone.utc)
 
 
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    url = external_redis_url()
-    if url:
-        yield url
-        return
-    server = EmbeddedRedis(tmp_path_factory.mktemp("forget") / "data")
-    try:
-        yield server.start()
-    finally:
-        server.stop()
-
-
 @pytest.fixture
 def prefix() -> str:
     return f"forgettest-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture
-async def client(redis_url: str, prefix: str) -> AsyncIterator[aioredis.Redis]:
-    redis = aioredis.Redis.from_url(redis_url, decode_responses=True)
-    yield redis
-    async for key in redis.scan_iter(match=f"{prefix}:*", count=1000):
-        await redis.delete(key)
-    await redis.aclose()
 
 
 def _consolidator(client: aioredis.Redis, prefix: str, upstream_url: str) -> tuple[RedisStore, JobQueue, Consolidator]:

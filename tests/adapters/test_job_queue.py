@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -18,11 +18,9 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from gateway.adapters.embedded_redis import EmbeddedRedis
 from gateway.adapters.job_queue import Job, JobQueue
 from gateway.adapters.job_worker import Worker
 from gateway.errors import StoreUnavailable
-from tests.conftest import external_redis_url
 from tests.support.worker_process import effects_key, record_effect, result_key, started_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,31 +36,9 @@ class Clock:
         return self.now
 
 
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    url = external_redis_url()
-    if url:
-        yield url
-        return
-    server = EmbeddedRedis(tmp_path_factory.mktemp("jobs") / "data")
-    try:
-        yield server.start()
-    finally:
-        server.stop()
-
-
 @pytest.fixture
 def prefix() -> str:
     return f"jobtest-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture
-async def client(redis_url: str, prefix: str) -> AsyncIterator[aioredis.Redis]:
-    redis = aioredis.Redis.from_url(redis_url, decode_responses=True)
-    yield redis
-    async for key in redis.scan_iter(match=f"{prefix}:*", count=1000):
-        await redis.delete(key)
-    await redis.aclose()
 
 
 @pytest.fixture

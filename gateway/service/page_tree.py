@@ -1,0 +1,82 @@
+"""Which of a thread's pages a request shows at the top level, and the containers the budget lays open.
+
+`visible_tree`: the pages covering a request's history, a consolidated page standing for its children when
+all of them belong to this request (pages of other branches never show). `open_folded`: that tree with each
+container the model has not opened laid open, so the router and the budget work on single exchanges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from gateway.adapters.redis_store import Manifest, RedisStore, ThreadKey
+from gateway.core import PageTree, PageType, ViewState
+
+__all__ = ["open_folded", "visible_tree"]
+
+
+async def visible_tree(
+    store: RedisStore, thread: ThreadKey, pool: Sequence[str], history: set[str]
+) -> tuple[PageTree, dict[str, Manifest]]:
+    """The top-level pages covering `pool`: a consolidated page stands for its children when every
+    original page under it belongs to this request's history (pages of other branches never show)."""
+    manifests = await store.manifests(thread, pool)
+    roots = [page for page in pool if page in manifests]
+    covered: dict[str, bool] = {}
+
+    def covers(page: str) -> bool:
+        if page not in covered:
+            covered[page] = _covered(page, manifests, history)
+        return covered[page]
+
+    while True:
+        parents = await store.parents(thread, roots)
+        wanted = sorted({p for p in parents.values() if p not in manifests})
+        manifests.update(await store.manifests(thread, wanted))
+        lifted: dict[str, None] = {}
+        changed = False
+        for page in roots:
+            parent = parents.get(page)
+            if parent in manifests and covers(parent):
+                lifted[parent] = None
+                changed = True
+            else:
+                lifted[page] = None
+        contained = {child for page in lifted for child in manifests[page].page.source_ids}
+        roots = [page for page in lifted if page not in contained]
+        if not changed:
+            break
+    pages = [m.page for m in manifests.values()]
+    return PageTree.from_pages(pages, roots), manifests
+
+
+def _covered(page: str, manifests: Mapping[str, Manifest], history: set[str]) -> bool:
+    manifest = manifests.get(page)
+    if manifest is None:
+        return False
+    if manifest.page.type is PageType.ORIGINAL:
+        return page in history
+    return all(_covered(child, manifests, history) for child in manifest.page.source_ids)
+
+
+def open_folded(tree: PageTree, state: ViewState) -> tuple[PageTree, dict[str, tuple[str, ...]]]:
+    """What the budget arranges: ``tree`` with each top-level container the model has not opened laid open.
+    Its Original pages become top-level pages in their own right, next to the container itself, which stays as
+    a page without children (its summary; its consolidated account in Detail). Returns that tree and each
+    laid-open container's pages.
+
+    A question about one exchange of an old topic then gets that exchange, as a line or in Detail, instead of
+    the whole topic or only its summary: the router scores the pages, not the container. The model's zoom
+    still works on ``tree``: consulting such a page opens its container on the way, as for any hidden page."""
+    roots: list[str] = []
+    children = dict(tree.children)
+    folded: dict[str, tuple[str, ...]] = {}
+    for root in tree.roots:
+        if tree.kids(root) and root not in state:
+            inside = tree.descendants(root)
+            folded[root] = tuple(page for page in inside if tree.kind(page) is PageType.ORIGINAL)
+            for container in (root, *inside):
+                children.pop(container, None)
+            roots.extend(folded[root])
+        roots.append(root)
+    return PageTree(tuple(roots), children, tree.consolidated), folded
