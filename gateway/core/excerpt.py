@@ -32,7 +32,17 @@ from dataclasses import dataclass
 
 from gateway.core.lexical import terms
 
-__all__ = ["ELLIPSIS", "UNIT_TOKENS", "ExcerptOption", "Unit", "excerpt_options", "line_coverage", "render_excerpt", "units_of"]
+__all__ = [
+    "ELLIPSIS",
+    "UNIT_TOKENS",
+    "ExcerptOption",
+    "Unit",
+    "excerpt_options",
+    "line_coverage",
+    "query_source",
+    "render_excerpt",
+    "units_of",
+]
 
 EXACT_OPTIONS = 8  # excerpts of up to this many units are counted exactly (see excerpt_options)
 UNIT_TOKENS = 160  # a message up to this long is one unit (most user messages are; long replies are split)
@@ -130,13 +140,19 @@ def units_of(content: str, count: Callable[[str], int]) -> tuple[Unit, ...]:
     return tuple(units)
 
 
-def _held(units: Sequence[Unit], weights: Mapping[str, float]) -> tuple[list[frozenset[str]], float]:
+def _held(
+    units: Sequence[Unit], weights: Mapping[str, float], source: str | None = None
+) -> tuple[list[frozenset[str]], float]:
     """The query terms each unit holds — those no earlier unit of the page mentions: the first mention is the
     source, a later one (a reply echoing the question it answers) repeats it — and the page's *strength*: the
-    share of the query's weight its units hold at all."""
+    share of the query's weight its units hold at all. With ``source`` (a role, see :func:`query_source`), only
+    that role's units hold terms: the others only repeat or elaborate what the query is about."""
     held: list[frozenset[str]] = []
     seen: set[str] = set()
     for unit in units:
+        if source is not None and not unit.speaker.startswith(source):
+            held.append(frozenset())
+            continue
         found = unit.terms & weights.keys()
         held.append(frozenset(found - seen))
         seen |= found
@@ -193,6 +209,21 @@ def _coverage(
     return min(max(strength * by_match + (1.0 - strength) * by_tokens, 0.0), 1.0)  # sums of floats may overshoot
 
 
+_FIRST_PERSON = frozenset("i me my mine myself i'm i've i'd i'll".split())
+_SECOND_PERSON = frozenset("you your yours yourself you're you've you'd you'll".split())
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
+
+
+def query_source(query: str) -> str | None:
+    """Whose messages can hold what ``query`` asks about: ``"user"`` when it asks about the user alone (it speaks
+    in the first person and never addresses the assistant: "which lens did I buy?"), since facts about the user
+    come from the user's own messages — an assistant's reply only elaborates on them, and when it repeats the
+    query's words (advice on lenses) it holds none of the answer; ``None`` (anyone's) otherwise: a question about
+    what the assistant said ("which sealant did you recommend?") or about third parties."""
+    found = {w.lower().replace("’", "'") for w in _WORD.findall(query)}
+    return "user" if found & _FIRST_PERSON and not found & _SECOND_PERSON else None
+
+
 def _order(units: Sequence[Unit], held: Sequence[frozenset[str]], weights: Mapping[str, float]) -> list[int]:
     """The matching units in the order excerpts take them: the most query weight held first, then the units
     that only repeat query terms, by the weight they repeat (ties: the earlier unit)."""
@@ -219,15 +250,16 @@ def _estimate(units: Sequence[Unit], chosen: Sequence[int]) -> int:
 
 
 def excerpt_options(
-    units: Sequence[Unit], weights: Mapping[str, float], count: Callable[[str], int]
+    units: Sequence[Unit], weights: Mapping[str, float], count: Callable[[str], int], source: str | None = None
 ) -> tuple[ExcerptOption, ...]:
     """The nested excerpts of a page for a query whose terms weigh ``weights`` (see the module docstring):
     the top 1, 2, ... matching units, never all of the page's units (that is its Detail view), nor one as long
     as the page (Detail shows all of it for that). Empty when no unit matches or the page is a single unit.
 
     The :data:`EXACT_OPTIONS` smallest are counted exactly; larger ones are estimated (:func:`_estimate`): the
-    tokenizer runs on at most that many excerpts of a page, however many of a long reply's lines match."""
-    held, strength = _held(units, weights)
+    tokenizer runs on at most that many excerpts of a page, however many of a long reply's lines match.
+    ``source``: see :func:`query_source`."""
+    held, strength = _held(units, weights, source)
     ranked = _order(units, held, weights)
     whole = sum(unit.tokens for unit in units)
     options: list[ExcerptOption] = []
@@ -243,10 +275,10 @@ def excerpt_options(
     return tuple(options)
 
 
-def line_coverage(units: Sequence[Unit], weights: Mapping[str, float], line: str) -> float:
+def line_coverage(units: Sequence[Unit], weights: Mapping[str, float], line: str, source: str | None = None) -> float:
     """The share of a page its background ``line`` holds, by the same measure as an excerpt's coverage: the
     units whose text is on the line verbatim."""
-    held, strength = _held(units, weights)
+    held, strength = _held(units, weights, source)
     # verbatim only: a line collapses whitespace, which loses a message's line breaks (and a code block's shape)
     inside = [i for i, unit in enumerate(units) if _body(unit) in line]
     return _coverage(held, weights, strength, units, inside)

@@ -52,7 +52,7 @@ from gateway.core import (
 from gateway.core.original import kept_messages
 from gateway.core.rounds import ZoomNames
 from gateway.errors import ContextLengthExceeded, InvalidRequest
-from gateway.core.excerpt import ExcerptOption, Unit, excerpt_options, line_coverage, units_of
+from gateway.core.excerpt import ExcerptOption, Unit, excerpt_options, line_coverage, query_source, units_of
 from gateway.core.lexical import idf_weights, term_counts, terms
 from gateway.core.scaffolding import Layout, compile_pins, decide, scaffolding_blocks
 from gateway.service.page_tree import open_folded, visible_tree
@@ -266,8 +266,9 @@ class ContextBuilder:
         weights = idf_weights(terms(match_text), [manifests[r].terms for r in flow.roots if r not in folded])
         # a page whose line holds it whole is never cut: the line costs what an excerpt would, and the answer
         # often sits in the message next to the one that matches
+        source = query_source(match_text)
         excerpts = {
-            i: self._excerpts(thread, pages[i], weights, counter)
+            i: self._excerpts(thread, pages[i], weights, counter, source)
             for i in full
             if i in pages and manifests[i].line is not LineHolds.CONTENT
         }
@@ -428,7 +429,7 @@ class ContextBuilder:
         return set(sorted(scored, key=lambda r: -relevance[r])[: self._settings.shortlist])
 
     def _excerpts(
-        self, thread: ThreadKey, page: Page, weights: Mapping[str, float], counter: TokenCounter
+        self, thread: ThreadKey, page: Page, weights: Mapping[str, float], counter: TokenCounter, source: str | None
     ) -> tuple[float | None, tuple[ExcerptOption, ...]]:
         """A page's line coverage and excerpt options for this query; its units are computed once per page."""
         key = (thread.scope, page.id)
@@ -443,6 +444,6 @@ class ContextBuilder:
         if not units:
             return None, ()
         entry = counter.count(excerpt_entry(page.id, ""))
-        options = excerpt_options(units, weights, counter.count)
+        options = excerpt_options(units, weights, counter.count, source)
         shifted = tuple(replace(option, tokens=option.tokens + entry) for option in options)
-        return line_coverage(units, weights, background_line(page)), shifted
+        return line_coverage(units, weights, background_line(page), source), shifted

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from gateway.core.excerpt import ELLIPSIS, UNIT_TOKENS, excerpt_options, line_coverage, render_excerpt, units_of
+from gateway.core.excerpt import ELLIPSIS, UNIT_TOKENS, excerpt_options, line_coverage, query_source, render_excerpt, units_of
 from gateway.core.lexical import idf_weights, terms
 from gateway.core.tokens import TokenCounter
 
@@ -123,6 +123,34 @@ def test_a_reply_that_echoes_the_question_adds_only_its_size() -> None:
     added = with_echo.coverage - without.coverage
     # an echo of terms already held is worth its tokens' share of what the page does not match, and no more
     assert 0 <= added <= share + 1e-9
+
+
+def test_a_question_about_the_user_is_answered_from_the_users_own_messages() -> None:
+    assert query_source("What type of camera lens did I purchase most recently?") == "user"
+    assert query_source("How long have my parents been staying with me?") == "user"
+    # it asks what the assistant said, or about other people: anyone's messages may hold it
+    assert query_source("Which sealant did you recommend I use for the vase?") is None
+    assert query_source("What has Melanie painted?") is None
+
+
+def test_a_reply_that_only_repeats_the_query_words_holds_nothing_of_a_question_about_the_user() -> None:
+    content = "\n".join(
+        [
+            "user: I want to take better photos of birds this spring, any ideas?",
+            "assistant: Here are a few ideas.",
+            *(f"Tip {k}: practise with your lens on a tripod at dawn, when the light is soft." for k in range(10)),
+        ]
+    )
+    units = units_of(content, COUNT)
+    query = "Which lens did I buy for my camera?"
+    anyone = excerpt_options(units, weights(query), COUNT)
+    mine = excerpt_options(units, weights(query), COUNT, query_source(query))
+    # anyone's: the first tip holds "lens", a third of the query's words, and is worth that third of the page
+    # and more; the user's: nothing the user said names a lens, so an excerpt is worth only its size
+    assert anyone[0].coverage > 1 / 3
+    assert mine[0].coverage == units[mine[0].chosen[0]].tokens / sum(u.tokens for u in units)
+    line = "[a1b2c3d4e5] User: I want to take better photos of birds this spring, any ideas? Assistant: …"
+    assert line_coverage(units, weights(query), line, "user") == units[0].tokens / sum(u.tokens for u in units)
 
 
 def test_long_excerpts_are_estimated_close_to_their_real_size() -> None:
