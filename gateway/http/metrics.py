@@ -3,9 +3,10 @@
 Per request (recorded by `gateway.http.observe` when the response has been sent): requests and latency
 by route, model and form (raw / paged / pass-through / local), upstream rounds, pages the model
 consulted or shelved, the tokens the gateway sent upstream against the raw history tokens they replaced,
-requests whose `pcp.router_model` failed (the heuristic chose), and Redis errors. Per upstream call (told by the upstream adapter): the retries and the fallbacks to
-another model that litellm's Router made. At each scrape: the job queue's depth (queued, held, retrying, dead) and the age of
-its oldest job, read from Redis, so every process reports the shared queue. With keys configured,
+requests whose `pcp.router_model` failed (the heuristic chose), and Redis errors. Per upstream call (told
+by the upstream adapter): the retries and the fallbacks to another model that litellm's Router made. At each
+scrape: the job queue's depth (queued, held, retrying, dead) and the age of its oldest job, read from Redis,
+so every process reports the shared queue. With keys configured,
 `/metrics` needs the master key (`gateway.http.auth`).
 """
 

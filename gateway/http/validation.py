@@ -58,7 +58,7 @@ def json_object(body: bytes) -> dict[str, Any]:
     """The request body as a JSON object of text UTF-8 can carry; InvalidRequest otherwise.
 
     Besides malformed JSON this refuses what `json` parses but the gateway cannot serve: nesting deeper than
-    Python's recursion limit, integers of more than 4300 digits, and lone UTF-16 surrogates (`"\ud800"`).
+    Python's recursion limit, integers of more than 4300 digits, and lone UTF-16 surrogates (`"\\ud800"`).
     """
     try:
         data = json.loads(body)
