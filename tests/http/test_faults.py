@@ -119,15 +119,25 @@ def test_a_timeout_is_retried_then_answered_504(client: openai.OpenAI, fake: Fak
     assert _models(fake) == ["slow-model"] * 2
 
 
-def test_a_client_that_hangs_up_mid_stream_cancels_the_upstream_call(faulty: tuple[FakeUpstream, GatewayProcess], fake: FakeUpstream) -> None:
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/chat/completions", {"messages": HELLO}),
+        ("/responses", {"input": "Hello there"}),
+        ("/messages", {"messages": HELLO, "max_tokens": 100}),
+    ],
+    ids=["chat", "responses", "messages"],
+)
+def test_a_client_that_hangs_up_mid_stream_cancels_the_upstream_call(
+    faulty: tuple[FakeUpstream, GatewayProcess], fake: FakeUpstream, path: str, body: dict[str, Any]
+) -> None:
     fake.script(Reply(content="word " * 400, chunk_size=5, chunk_delay=0.02))  # ~8 s if streamed to the end
     with httpx.stream(
-        "POST", faulty[1].base_url + "/chat/completions", headers=OFF,
-        json={"model": "fake-model", "messages": HELLO, "stream": True}, timeout=10,
+        "POST", faulty[1].base_url + path, headers=OFF, json={"model": "fake-model", "stream": True, **body}, timeout=10,
     ) as response:  # fmt: skip
         assert response.status_code == 200
         lines = response.iter_lines()
-        while not next(lines).startswith("data: {"):
+        while "word" not in next(lines):  # the upstream's text is flowing through
             pass
     deadline = time.monotonic() + 5
     while not fake.closed_early and time.monotonic() < deadline:
