@@ -25,7 +25,6 @@ from typing import Any
 
 import httpx
 import pytest
-import redis
 import yaml
 from redis.cluster import RedisCluster as ClusterClient
 
