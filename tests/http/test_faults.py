@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+import redis
 
 from tests.support.fake_upstream import Error, FakeUpstream, Recorded, Reply, Response, Slow
 from tests.support.gateway_process import GatewayProcess, gateway_config
@@ -39,8 +40,13 @@ def _faulty_config(upstream_url: str, data_dir: Path) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def faulty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FakeUpstream, GatewayProcess]]:
     workdir = tmp_path_factory.mktemp("faults")
-    with FakeUpstream() as fake, GatewayProcess(config=_faulty_config(fake.url, workdir / "data"), workdir=workdir) as gateway:
-        yield fake, gateway
+    with FakeUpstream() as fake:
+        config = _faulty_config(fake.url, workdir / "data")
+        try:
+            with GatewayProcess(config=config, workdir=workdir) as gateway:
+                yield fake, gateway
+        finally:
+            _drop_keys(config)
 
 
 @pytest.fixture
@@ -187,9 +193,24 @@ def test_sigterm_finishes_in_flight_requests_and_leaves_jobs_claimable(tmp_path:
         assert "Traceback" not in gateway.log()
 
         fake.default = Error(500, "summarizer down")  # the job's next worker: extractive fallback
-        with GatewayProcess(config=config, workdir=tmp_path) as restarted:
-            data = settled(restarted, thread)
+        try:
+            with GatewayProcess(config=config, workdir=tmp_path) as restarted:
+                data = settled(restarted, thread)
+        finally:
+            _drop_keys(config)
     assert data["consolidated_pages"] >= 1 and data["pending_jobs"] == 0
+
+
+def _drop_keys(config: dict[str, Any]) -> None:
+    """On a shared Redis (REDIS_URL), remove the keys this gateway wrote."""
+    url = config["store"].get("redis_url")
+    if url:
+        client = redis.Redis.from_url(url)
+        try:
+            for key in client.scan_iter(match=f"{config['store']['key_prefix']}:*", count=1000):
+                client.delete(key)
+        finally:
+            client.close()
 
 
 def _wait_for(condition: Callable[[], bool], failure: str, timeout: float = 60.0) -> None:
