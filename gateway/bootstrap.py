@@ -22,7 +22,7 @@ from gateway.adapters.embedder import MiniLMEmbedder
 from gateway.adapters.redis_store import RedisStore, open_redis
 from gateway.adapters.response_store import ResponseStore
 from gateway.adapters.job_queue import JobQueue
-from gateway.adapters.upstream import LiteLLMUpstream, Upstream
+from gateway.adapters.upstream import AttemptObserver, LiteLLMUpstream, Upstream
 from gateway.config import GatewayConfig
 from gateway.adapters.rate_limit import RateLimiter
 from gateway.http.app import AppState, create_app
@@ -57,9 +57,11 @@ class Services:
 
 
 @asynccontextmanager
-async def open_services(config: GatewayConfig, upstream: Upstream | None = None, *, embed: bool = True) -> AsyncIterator[Services]:
+async def open_services(
+    config: GatewayConfig, upstream: Upstream | None = None, *, embed: bool = True, on_attempts: AttemptObserver | None = None
+) -> AsyncIterator[Services]:
     """Open the store (embedded Redis or a URL), the embedder (unless ``embed`` is false: a command that only
-    reads the store), the upstream and the consolidator."""
+    reads the store), the upstream (its retries and fallbacks told to ``on_attempts``) and the consolidator."""
     embedded: EmbeddedRedis | None = None
     url = redis_url_for(config)
     if url is None:
@@ -68,7 +70,7 @@ async def open_services(config: GatewayConfig, upstream: Upstream | None = None,
     client = open_redis(url, cluster=config.store.cluster)
     store = RedisStore(client, prefix=config.store.key_prefix)
     embedder = MiniLMEmbedder(quantized=config.pcp.embedding_int8) if config.pcp.embeddings and embed else None
-    upstream = upstream or LiteLLMUpstream(config)
+    upstream = upstream or LiteLLMUpstream(config, on_attempts=on_attempts)
     jobs = config.jobs
     queue = JobQueue(
         client, prefix=config.store.key_prefix, visibility_timeout_ms=jobs.visibility_timeout_ms,
@@ -93,16 +95,20 @@ async def open_services(config: GatewayConfig, upstream: Upstream | None = None,
 def background_for(config: GatewayConfig, services: Services, workers: int) -> Background | None:
     if services.consolidator is None:
         return None
-    return Background(services.queue, services.consolidator, workers=workers, merge_interval_hours=config.pcp.merge_interval_hours)
+    return Background(
+        services.queue, services.consolidator, workers=workers, merge_interval_hours=config.pcp.merge_interval_hours,
+        shutdown_grace_s=config.jobs.shutdown_grace_ms / 1000,
+    )  # fmt: skip
 
 
 def build_app(config: GatewayConfig, *, upstream: Upstream | None = None) -> Starlette:
     access = Access(config)
-    state = AppState(models=config.model_names, max_body_bytes=config.server.max_body_bytes, access=access, metrics=GatewayMetrics())
+    metrics = GatewayMetrics()
+    state = AppState(models=config.model_names, max_body_bytes=config.server.max_body_bytes, access=access, metrics=metrics)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with open_services(config, upstream) as services:
+        async with open_services(config, upstream, on_attempts=metrics.upstream_attempts) as services:
             background = background_for(config, services, config.jobs.workers)
             if background is not None:
                 await background.start()

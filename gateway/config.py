@@ -36,7 +36,20 @@ __all__ = [
 log = logging.getLogger("gateway.config")
 
 ENV_PREFIX = "os.environ/"
-OWN_SECTIONS = ("model_list", "router_settings", "server", "store", "pcp", "jobs", "general_settings", "keys")
+OWN_SECTIONS = ("model_list", "router_settings", "litellm_settings", "server", "store", "pcp", "jobs", "general_settings", "keys")
+# the `litellm_settings` keys the LiteLLM proxy hands its Router (retries, fallbacks, cooldowns), by Router argument
+ROUTER_FROM_LITELLM = {
+    "num_retries": "num_retries",
+    "request_timeout": "timeout",
+    "fallbacks": "fallbacks",
+    "default_fallbacks": "default_fallbacks",
+    "context_window_fallbacks": "context_window_fallbacks",
+    "content_policy_fallbacks": "content_policy_fallbacks",
+    "max_fallbacks": "max_fallbacks",
+    "allowed_fails": "allowed_fails",
+    "cooldown_time": "cooldown_time",
+    "retry_after": "retry_after",
+}
 TENANT_NAME = re.compile(r"[A-Za-z0-9._\-]{1,64}")
 
 
@@ -124,6 +137,8 @@ class JobSettings(_Strict):
     visibility_timeout_ms: int = Field(default=30_000, gt=0)
     max_attempts: int = Field(default=5, ge=1)
     backoff_ms: int = Field(default=500, ge=0)
+    # a stopping process (SIGTERM) lets its workers finish the job in hand this long, then leaves it to be claimed
+    shutdown_grace_ms: int = Field(default=10_000, ge=0)
 
 
 class GeneralSettings(BaseModel):
@@ -153,6 +168,7 @@ class ApiKey(_Strict):
 class GatewayConfig(_Strict):
     model_list: tuple[ModelEntry, ...] = Field(min_length=1)
     router_settings: dict[str, Any] = Field(default_factory=dict)
+    litellm_settings: dict[str, Any] = Field(default_factory=dict)  # only the ROUTER_FROM_LITELLM keys
     server: ServerSettings = ServerSettings()
     store: StoreSettings = StoreSettings()
     pcp: PcpSettings = PcpSettings()
@@ -180,6 +196,12 @@ class GatewayConfig(_Strict):
     def auth_enabled(self) -> bool:
         """Whether clients must present a key (a master key or a `keys` entry is configured)."""
         return bool(self.general_settings.master_key or self.keys)
+
+    @property
+    def router_options(self) -> dict[str, Any]:
+        """The litellm Router's arguments: `litellm_settings`' retries and fallbacks, `router_settings` winning."""
+        taken = {ROUTER_FROM_LITELLM[k]: v for k, v in self.litellm_settings.items() if k in ROUTER_FROM_LITELLM}
+        return {**taken, **self.router_settings}
 
     @property
     def model_names(self) -> tuple[str, ...]:
@@ -259,6 +281,14 @@ def parse_config(
         ]
     if "router_settings" in own and own["router_settings"] is None:
         own["router_settings"] = {}
+    if isinstance(own.get("litellm_settings"), dict):
+        settings = own["litellm_settings"]
+        ignored = sorted(str(k) for k in settings if k not in ROUTER_FROM_LITELLM)
+        if ignored:
+            log.info("%s: litellm_settings: only retries and fallbacks are used by the gateway; ignored: %s", where, ", ".join(ignored))
+        own["litellm_settings"] = {k: v for k, v in settings.items() if k in ROUTER_FROM_LITELLM}
+    elif own.get("litellm_settings") is None:
+        own.pop("litellm_settings", None)
     if isinstance(own.get("general_settings"), dict):
         general = own["general_settings"]
         ignored = sorted(k for k in general if k != "master_key")

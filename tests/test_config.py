@@ -115,3 +115,14 @@ def test_serve_with_a_bad_config_fails_at_start(tmp_path: Path) -> None:
     bad.write_text("model_list: []\n")
     result = _cli("serve", "--config", str(bad), "--port", "1")
     assert result.returncode == 2 and "model_list" in result.stderr
+
+
+def test_litellm_settings_retries_and_fallbacks_reach_the_router_and_router_settings_win() -> None:
+    raw = {
+        "model_list": [{"model_name": m, "litellm_params": {"model": f"openai/{m}"}} for m in ("a", "b")],
+        "litellm_settings": {"num_retries": 3, "request_timeout": 20, "fallbacks": [{"a": ["b"]}], "drop_params": True},
+        "router_settings": {"num_retries": 1},
+    }
+    config = parse_config(raw, environ={})
+    assert config.router_options == {"num_retries": 1, "timeout": 20, "fallbacks": [{"a": ["b"]}]}
+    assert "drop_params" not in config.litellm_settings

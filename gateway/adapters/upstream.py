@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Mapping, MutableMapping
+from collections.abc import AsyncIterator, Callable, Mapping, MutableMapping
 from typing import Any, Protocol
 
 import litellm
@@ -29,7 +29,7 @@ from gateway.errors import (
     UpstreamUnavailable,
 )
 
-__all__ = ["Upstream", "LiteLLMUpstream", "translate_error", "build_router", "select_openai_path", "HTTP_HANDLER_SWITCH"]
+__all__ = ["Upstream", "LiteLLMUpstream", "AttemptObserver", "translate_error", "build_router", "select_openai_path", "HTTP_HANDLER_SWITCH"]
 
 log = logging.getLogger("gateway.upstream")
 
@@ -113,7 +113,7 @@ def build_router(config: GatewayConfig) -> Router:
         {"model_name": e.model_name, "litellm_params": dict(e.litellm_params), "model_info": dict(e.model_info)}
         for e in config.model_list
     ]
-    return Router(model_list=model_list, **config.router_settings)
+    return Router(model_list=model_list, **config.router_options)
 
 
 HTTP_HANDLER_SWITCH = "EXPERIMENTAL_OPENAI_BASE_LLM_HTTP_HANDLER"
@@ -142,6 +142,21 @@ def select_openai_path(config: GatewayConfig, environ: MutableMapping[str, str] 
     return True
 
 
+# told, per call that succeeded, the model asked for, the Router's retries and its fallbacks to other models
+AttemptObserver = Callable[[str, int, int], None]
+
+
+def _attempts(response: Any) -> tuple[int, int]:
+    """The retries and fallbacks litellm's Router made for a response (it notes them in the hidden params)."""
+    hidden = getattr(response, "_hidden_params", None)
+    headers = hidden.get("additional_headers") if isinstance(hidden, dict) else None
+    if not isinstance(headers, dict):
+        return 0, 0
+    counts = [headers.get("x-litellm-attempted-retries"), headers.get("x-litellm-attempted-fallbacks")]
+    retries, fallbacks = (c if isinstance(c, int) and c > 0 else 0 for c in counts)
+    return retries, fallbacks
+
+
 def _as_dict(obj: Any) -> dict[str, Any]:
     if isinstance(obj, dict):
         return obj
@@ -152,21 +167,28 @@ def _as_dict(obj: Any) -> dict[str, Any]:
 class LiteLLMUpstream:
     """`Upstream` over a litellm Router built from the config's model_list."""
 
-    def __init__(self, config: GatewayConfig, router: Router | None = None) -> None:
+    def __init__(self, config: GatewayConfig, router: Router | None = None, on_attempts: AttemptObserver | None = None) -> None:
         self._config = config
         self._router = router if router is not None else build_router(config)
+        self._on_attempts = on_attempts
         select_openai_path(config)
+
+    def _observe(self, model: str, response: Any) -> None:
+        if self._on_attempts is not None:
+            self._on_attempts(model, *_attempts(response))
 
     async def complete(self, model: str, params: Mapping[str, Any]) -> dict[str, Any]:
         try:
             response = await self._router.acompletion(model=model, **_without_stream(params))
         except Exception as exc:
             raise translate_error(exc) from exc
+        self._observe(model, response)
         return _as_dict(response)
 
     async def stream(self, model: str, params: Mapping[str, Any]) -> AsyncIterator[dict[str, Any]]:
         try:
             response = await self._router.acompletion(model=model, stream=True, **_without_stream(params))
+            self._observe(model, response)
             async for chunk in response:
                 yield _as_dict(chunk)
         except GeneratorExit:

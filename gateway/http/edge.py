@@ -47,7 +47,7 @@ class AppState:
 
 async def read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"the request body is larger than the limit of {limit} bytes")
     chunks: list[bytes] = []
     size = 0

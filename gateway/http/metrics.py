@@ -3,8 +3,10 @@
 Per request (recorded by `gateway.http.observe` when the response has been sent): requests and latency
 by route, model and form (raw / paged / pass-through / local), upstream rounds, pages the model
 consulted or shelved, the tokens the gateway sent upstream against the raw history tokens they replaced,
-and Redis errors. At each scrape: the job queue's depth (queued, held, retrying, dead) and the age of
-its oldest job, read from Redis, so every process reports the shared queue. With keys configured,
+requests whose `pcp.router_model` failed (the heuristic chose), and Redis errors. Per upstream call (told
+by the upstream adapter): the retries and the fallbacks to another model that litellm's Router made. At each
+scrape: the job queue's depth (queued, held, retrying, dead) and the age of its oldest job, read from Redis,
+so every process reports the shared queue. With keys configured,
 `/metrics` needs the master key (`gateway.http.auth`).
 """
 
@@ -46,10 +48,22 @@ class GatewayMetrics:
         self.zoom = Counter("pcp_zoom_pages", "Pages the model consulted or shelved (one per id of a Consult / Shelve call)", ["action"], registry=r)
         self.prompt_tokens = Counter("pcp_prompt_tokens", "Tokens the gateway sent upstream (first round, by its own count)", ["model", "form"], registry=r)
         self.history_tokens = Counter("pcp_history_tokens", "Tokens of the raw thread history those requests stood for", ["model", "form"], registry=r)
+        self.retries = Counter("pcp_upstream_retries", "Upstream calls litellm's Router retried (num_retries) before one succeeded", ["model"], registry=r)
+        self.fallbacks = Counter("pcp_upstream_fallbacks", "Upstream calls answered by a fallback model (fallbacks) after the asked one failed", ["model"], registry=r)
+        self.router_fallbacks = Counter(
+            "pcp_router_model_fallbacks", "Paged requests whose pcp.router_model failed or timed out (the heuristic chose the pages)", ["model"], registry=r
+        )
         self.redis_errors = Counter("pcp_redis_errors", "Requests or scrapes that failed because Redis did not answer", registry=r)
         self.jobs = Gauge("pcp_jobs", "Background jobs by state (queued: not yet finished; held: by a worker now)", ["state"], registry=r)
         self.job_age = Gauge("pcp_job_oldest_age_seconds", "Age of the oldest unfinished job (0 when none)", registry=r)
         self.job_failures = Gauge("pcp_jobs_dead", "Jobs moved to the dead letters after their last attempt (kept, capped)", registry=r)
+
+    def upstream_attempts(self, model: str, retries: int, fallbacks: int) -> None:
+        """An upstream call succeeded after `retries` retries and `fallbacks` fallbacks (litellm's Router)."""
+        if retries:
+            self.retries.labels(model).inc(retries)
+        if fallbacks:
+            self.fallbacks.labels(model).inc(fallbacks)
 
     def observe(self, route: str, status: int, seconds: float, stats: RequestStats) -> None:
         model, form = stats.model or "", stats.form or ""
@@ -65,6 +79,8 @@ class GatewayMetrics:
             self.prompt_tokens.labels(model, form).inc(stats.prompt_tokens)
         if stats.history_tokens is not None:
             self.history_tokens.labels(model, form).inc(stats.history_tokens)
+        if stats.router_fallback:
+            self.router_fallbacks.labels(model).inc()
         if stats.error == StoreUnavailable.code or stats.degraded == "store-unavailable":
             self.redis_errors.inc()
 

@@ -26,7 +26,7 @@ def int_param(request: Request, name: str, default: int | None, low: int, high: 
     raw = request.query_params.get(name, "").strip()
     if not raw:
         return default
-    if not raw.isdigit() or not low <= int(raw) <= high:
+    if not (raw.isascii() and raw.isdigit()) or not low <= int(raw) <= high:  # "²".isdigit(), but int("²") fails
         raise InvalidRequest(f"{name} must be a whole number from {low} to {high}; got {raw[:40]!r}", param=name)
     return int(raw)
 

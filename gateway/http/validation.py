@@ -7,6 +7,7 @@ with a 400 that names the parameter, before anything is stored or sent.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -49,15 +50,44 @@ def _check_message(index: int, message: Any) -> None:
                 )
 
 
+# a \uD800-\uDFFF escape: JSON lets it stand alone, UTF-8 (Redis, the upstream) cannot carry one that does
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
 def json_object(body: bytes) -> dict[str, Any]:
-    """The request body as a JSON object; InvalidRequest otherwise."""
+    """The request body as a JSON object of text UTF-8 can carry; InvalidRequest otherwise.
+
+    Besides malformed JSON this refuses what `json` parses but the gateway cannot serve: nesting deeper than
+    Python's recursion limit, integers of more than 4300 digits, and lone UTF-16 surrogates (`"\\ud800"`).
+    """
     try:
         data = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except RecursionError as exc:
+        raise InvalidRequest("the request body is nested too deeply") from exc
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, and int() of a 4300+ digit number
         raise InvalidRequest(f"the request body is not valid JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise InvalidRequest("the request body must be a JSON object")
+    if _SURROGATE_ESCAPE.search(body) and _has_lone_surrogate(data):
+        raise InvalidRequest("the request body holds a lone UTF-16 surrogate (a \\ud800-\\udfff escape without its pair)")
     return data
+
+
+def _has_lone_surrogate(data: Any) -> bool:
+    pending = [data]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
 
 
 def known_model(data: Mapping[str, Any], models: Collection[str]) -> str:
@@ -88,9 +118,9 @@ def parse_chat_request(body: bytes, models: Collection[str], meta: RequestMeta |
         stream = False
     if not isinstance(stream, bool):
         raise InvalidRequest("stream must be a boolean", param="stream")
-    options = data.get("stream_options")
-    if options is not None and not isinstance(options, dict):
-        raise InvalidRequest("stream_options must be an object", param="stream_options")
+    for name in ("stream_options", "metadata", "response_format"):  # litellm fails on anything else, as if upstream
+        if data.get(name) is not None and not isinstance(data[name], dict):
+            raise InvalidRequest(f"{name} must be an object", param=name)
     tools = data.get("tools")
     if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools)):
         raise InvalidRequest("tools must be an array of tool objects", param="tools")

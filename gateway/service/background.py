@@ -27,8 +27,11 @@ IDLE_SCAN_SECONDS = 60.0
 class Background:
     """Starts and stops the workers and the scheduler of one process."""
 
-    def __init__(self, queue: JobQueue, consolidator: Consolidator, *, workers: int, merge_interval_hours: float) -> None:
+    def __init__(
+        self, queue: JobQueue, consolidator: Consolidator, *, workers: int, merge_interval_hours: float, shutdown_grace_s: float = 10.0
+    ) -> None:
         self._queue = queue
+        self._grace = shutdown_grace_s
         self._consolidator = consolidator
         self._workers = workers
         self._merge_interval = merge_interval_hours * 3600
@@ -58,11 +61,15 @@ class Background:
                 await asyncio.wait_for(self._stop.wait(), IDLE_SCAN_SECONDS)
 
     async def stop(self) -> None:
+        """Let the workers finish the job in hand within the grace, then cancel them: a job cut short stays
+        pending under its worker's name, and another worker claims it after the visibility timeout."""
         self._stop.set()
         if self._tasks:
-            await asyncio.wait(self._tasks, timeout=15)
+            await asyncio.wait(self._tasks, timeout=self._grace)
         for task in self._tasks:
             task.cancel()
+        if self._tasks:
+            await asyncio.wait(self._tasks)
         self._tasks.clear()
 
 

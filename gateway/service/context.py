@@ -91,6 +91,7 @@ class PagedContext:
     over_budget: bool
     router_ms: float = 0.0
     added: tuple[str, ...] = ()
+    selected_by: str = "heuristic"  # who chose the views (gateway.service.router.Selection.decided_by)
 
 
 @dataclass(frozen=True)
@@ -254,7 +255,7 @@ class ContextBuilder:
         flow, folded = open_folded(tree, state)
 
         started = time.perf_counter()
-        relevance, requested, match_text = await self._select(thread, query, ids, flow, folded, manifests, state)
+        relevance, requested, match_text, selected_by = await self._select(thread, query, ids, flow, folded, manifests, state)
         router_ms = (time.perf_counter() - started) * 1000
         wanted = dict(state)
         wanted.update(requested)
@@ -333,6 +334,7 @@ class ContextBuilder:
             over_budget=fit.over_budget,
             router_ms=router_ms,
             added=tuple(added),
+            selected_by=selected_by,
         )
 
     async def _select(
@@ -344,9 +346,9 @@ class ContextBuilder:
         folded: Mapping[str, tuple[str, ...]],
         manifests: Mapping[str, Manifest],
         state: ViewState,
-    ) -> tuple[dict[str, float], dict[str, View], str]:
-        """Relevance per top-level page, the views asked for (the router's, and the model's own zoom), and the
-        text matched (the query, reconstructed when it says too little).
+    ) -> tuple[dict[str, float], dict[str, View], str, str]:
+        """Relevance per top-level page, the views asked for (the router's, and the model's own zoom), the
+        text matched (the query, reconstructed when it says too little) and who decided the views.
 
         The router scores every top-level page but the folded containers, in conversation order; a folded
         container is as relevant as a share of its best page, so its summary comes after the pages that match."""
@@ -361,7 +363,7 @@ class ContextBuilder:
         relevance.update({page: 1.0 for page in state if page in relevance})  # the model opened it: keep it open
         requested = dict(selection.views)
         requested.update({k: v for k, v in state.items() if k in flow.roots})
-        return relevance, requested, selection.match_text
+        return relevance, requested, selection.match_text, selection.decided_by
 
     def _candidate(
         self,

@@ -84,6 +84,6 @@ def request_budget(header: str | None, default: int) -> int:
     if header is None or not header.strip():
         return default
     value = header.strip()
-    if not value.isdigit() or not 0 < int(value) <= MAX_BUDGET:
+    if not (value.isascii() and value.isdigit()) or not 0 < int(value) <= MAX_BUDGET:
         raise InvalidRequest(f"X-PCP-Budget must be a whole number of tokens between 1 and {MAX_BUDGET}; got {header!r}", param="X-PCP-Budget")
     return int(value)

@@ -22,6 +22,7 @@ class RequestStats:
     history_tokens: int | None = None  # the thread's raw history, which paging replaced
     error: str | None = None  # the code of the error the request ended with
     degraded: str | None = None  # why it was served in a lesser form (store-unavailable: pass-through)
+    router_fallback: bool = False  # pcp.router_model failed or timed out and the heuristic chose the views
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ class Selection:
     relevance: dict[str, float]
     views: dict[str, View]
     match_text: str
-    decided_by: str
+    decided_by: str  # router-model; heuristic; router-model-fallback (asked, but it failed or timed out)
 
 
 class VectorCache:
@@ -147,7 +147,8 @@ class Router:
         decided = await self._ask_router(match_text, shortlist, {m.page.id: m for m in roots}, relevance)
         if decided is not None:
             return Selection(decided[0], decided[1], match_text, "router-model")
-        return Selection(relevance, self._heuristic(shortlist, relevance), match_text, "heuristic")
+        asked = self._settings.router_model is not None and bool(shortlist)
+        return Selection(relevance, self._heuristic(shortlist, relevance), match_text, "router-model-fallback" if asked else "heuristic")
 
     def _heuristic(self, shortlist: Sequence[str], relevance: Mapping[str, float]) -> dict[str, View]:
         picks = [i for i in shortlist[: self._settings.detail_picks] if relevance[i] >= DETAIL_SHARE and relevance[i] > 0]

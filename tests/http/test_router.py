@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx
 import openai
 import pytest
 from lxml import etree
@@ -99,9 +101,21 @@ def test_the_router_models_choice_decides_the_views(routed: GatewayProcess, upst
     ids=["timeout", "error", "prose", "unknown-ids"],
 )
 def test_a_failing_router_falls_back_to_the_heuristic(routed: GatewayProcess, upstream: FakeUpstream, failure: Response) -> None:
+    before = router_fallbacks(routed)
     root, raw = ask(routed, upstream, "When is the quarterly tax filing due?", failure)
     assert any("quarterly tax filing" in t for t in detail_texts(root))  # the heuristic's first pick
     assert float(raw.headers["x-pcp-router-ms"]) < 2900  # bounded by the 1.5 s router timeout, not the 3 s reply
+    deadline = time.monotonic() + 10  # the request is counted just after its last byte is sent
+    while (counted := router_fallbacks(routed)) == before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert counted == before + 1
+
+
+def router_fallbacks(gateway: GatewayProcess) -> float:
+    """`pcp_router_model_fallbacks_total` for the chat model."""
+    text = httpx.get(gateway.root_url + "/metrics").text
+    found = re.search(r'^pcp_router_model_fallbacks_total\{model="fake-model"\} (\S+)$', text, re.M)
+    return float(found.group(1)) if found else 0.0
 
 
 def test_semantic_match_finds_a_page_without_shared_words(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory, upstream: FakeUpstream) -> None:

@@ -259,9 +259,14 @@ class _Handler(BaseHTTPRequestHandler):
             return {**obj, "usage": None} if include_usage else obj
 
         self._start_sse()
-        for delta in self._deltas(resp, calls):
-            self._event(chunk(delta))
-            self._sleep(resp.chunk_delay)
+        try:
+            for delta in self._deltas(resp, calls):
+                self._event(chunk(delta))
+                self._sleep(resp.chunk_delay)
+        except OSError:  # the client closed the stream before its end
+            with self.server.fake._lock:
+                self.server.fake.closed_early.append(cid)
+            raise
         self._event(chunk({}, _finish(resp, calls)))
         if include_usage:
             self._event({"id": cid, "object": "chat.completion.chunk", "created": int(time.time()),
@@ -304,6 +309,7 @@ class FakeUpstream:
 
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
+        self.closed_early: list[str] = []  # ids of streamed completions whose client hung up mid-stream
         self.default: Response = Reply(content="ok")
         self._queue: deque[Scripted] = deque()
         self._lock = threading.Lock()
@@ -371,6 +377,7 @@ class FakeUpstream:
         with self._lock:
             self._queue.clear()
             self.requests.clear()
+            self.closed_early.clear()
 
     @property
     def chat_requests(self) -> list[Recorded]:
