@@ -31,6 +31,7 @@ from gateway.core import LineHolds, Page, PageType, Step, View, background_line,
 from gateway.adapters.store_keys import ThreadKey, ThreadKeys, tenant_threads_key, threads_key
 from gateway.core.budget import DAY_OVERHEAD
 from gateway.core.lexical import LEXICON, restem
+from gateway.core.postings import Postings
 from gateway.errors import StoreUnavailable
 
 __all__ = [
@@ -252,6 +253,7 @@ class _Known:
         self.version = version
         self.manifests: dict[str, Manifest] = {}
         self.parents: dict[str, str | None] = {}
+        self.postings = Postings()  # the manifests' term counts by term
 
 
 class PageCache:
@@ -315,8 +317,9 @@ class ThreadSnapshot:
             if raw is None:
                 self._absent.add(page_id)
                 continue
-            known.manifests[page_id] = self._store._parsed.get(scope, page_id, raw)
+            manifest = known.manifests[page_id] = self._store._parsed.get(scope, page_id, raw)
             known.parents[page_id] = parent
+            known.postings.add(page_id, manifest.terms)
             self._absent.discard(page_id)
 
     def _unread(self, ids: Sequence[str]) -> list[str]:
@@ -351,6 +354,11 @@ class ThreadSnapshot:
         """Pages this request stored: known as stored and read back, with no parent yet."""
         for new in pages:
             self._fill([new.page.id], [manifest_json(new)], [None])
+
+    @property
+    def postings(self) -> Postings:
+        """The term counts of the pages this process knows of the thread, by term (see gateway.core.postings)."""
+        return self._known.postings
 
     def last_seen(self, ids: Sequence[str]) -> dict[str, datetime]:
         seen = self._seen

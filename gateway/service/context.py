@@ -54,6 +54,7 @@ from gateway.core.rounds import ZoomNames
 from gateway.errors import ContextLengthExceeded, InvalidRequest
 from gateway.core.excerpt import ExcerptOption, Unit, excerpt_options, line_coverage, units_of
 from gateway.core.lexical import idf_weights, term_counts, terms
+from gateway.core.postings import Documents
 from gateway.core.scaffolding import Layout, compile_pins, decide, scaffolding_blocks
 from gateway.service.page_tree import open_folded, visible_tree
 from gateway.service.router import Router
@@ -262,7 +263,7 @@ class ContextBuilder:
         flow, folded = open_folded(tree, state)
 
         started = time.perf_counter()
-        relevance, requested, match_text = await self._select(thread, snapshot, query, ids, flow, folded, manifests, state)
+        relevance, requested, match_text, documents = await self._select(thread, snapshot, query, ids, flow, folded, manifests, state)
         router_ms = (time.perf_counter() - started) * 1000
         wanted = dict(state)
         wanted.update(requested)
@@ -271,7 +272,11 @@ class ContextBuilder:
         detail_ids = [i for i in flow.ids() if view_of(wanted, i) is View.DETAIL or i in full]
         pages = {i: m.page for i, m in manifests.items()}
         pages.update(await self._store.pages(thread, detail_ids))
-        weights = idf_weights(terms(match_text), [manifests[r].terms for r in flow.roots if r not in folded])
+        weights = (
+            documents.idf_weights(terms(match_text))
+            if documents is not None
+            else idf_weights(terms(match_text), [manifests[r].terms for r in flow.roots if r not in folded])
+        )
         # a page whose line holds it whole is never cut: the line costs what an excerpt would, and the answer
         # often sits in the message next to the one that matches
         excerpts = {
@@ -352,9 +357,10 @@ class ContextBuilder:
         folded: Mapping[str, tuple[str, ...]],
         manifests: Mapping[str, Manifest],
         state: ViewState,
-    ) -> tuple[dict[str, float], dict[str, View], str]:
-        """Relevance per top-level page, the views asked for (the router's, and the model's own zoom), and the
-        text matched (the query, reconstructed when it says too little).
+    ) -> tuple[dict[str, float], dict[str, View], str, Documents | None]:
+        """Relevance per top-level page, the views asked for (the router's, and the model's own zoom), the
+        text matched (the query, reconstructed when it says too little), and the pages scored as documents
+        over the thread's postings (for their term statistics).
 
         The router scores every top-level page but the folded containers, in conversation order; a folded
         container is as relevant as a share of its best page, so its summary comes after the pages that match."""
@@ -362,14 +368,15 @@ class ContextBuilder:
         previous = manifests.get(ids[-1]) if ids else None
         if ids and previous is None:
             previous = (await snapshot.manifests(ids[-1:])).get(ids[-1])
-        selection = await self._router.select(thread, query, previous.page.summary if previous else None, scored)
+        documents = snapshot.postings.documents([m.page.id for m in scored], [m.length for m in scored])
+        selection = await self._router.select(thread, query, previous.page.summary if previous else None, scored, documents)
         relevance = dict(selection.relevance)
         for container, pages in folded.items():
             relevance[container] = CONTAINER_SHARE * max((relevance[p] for p in pages), default=0.0)
         relevance.update({page: 1.0 for page in state if page in relevance})  # the model opened it: keep it open
         requested = dict(selection.views)
         requested.update({k: v for k, v in state.items() if k in flow.roots})
-        return relevance, requested, selection.match_text
+        return relevance, requested, selection.match_text, documents
 
     def _candidate(
         self,
