@@ -350,10 +350,15 @@ class ThreadSnapshot:
         """The ids (in order) with no stored page, among those this snapshot read."""
         return [i for i in ids if i in self._absent]
 
-    def stored(self, pages: Iterable[NewPage]) -> None:
-        """Pages this request stored: known as stored and read back, with no parent yet."""
+    def stored(self, pages: Iterable[NewPage], added: Iterable[str]) -> None:
+        """Pages this request tried to store, and the ids it did store: those are known as stored and read back,
+        with no parent yet; the others (another process stored them first) are read when asked for."""
+        mine = set(added)
         for new in pages:
-            self._fill([new.page.id], [manifest_json(new)], [None])
+            if new.page.id in mine:
+                self._fill([new.page.id], [manifest_json(new)], [None])
+            else:
+                self._absent.discard(new.page.id)
 
     @property
     def postings(self) -> Postings:
@@ -467,9 +472,8 @@ class RedisStore:
                 await self._redis.zadd(threads_key(self.prefix), {thread.scope: now})
                 await self._redis.zadd(tenant_threads_key(self.prefix, thread.tenant), {thread.thread: now})
         ids = [str(page_id) for page_id in added]
-        if snapshot is not None:  # another process may have stored one first: only the ones stored here are known
-            stored = set(ids)
-            snapshot.stored(new for new in items if new.page.id in stored)
+        if snapshot is not None:
+            snapshot.stored(items, ids)
             snapshot.page_count = int(count)
         return ids
 

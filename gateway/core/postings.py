@@ -24,6 +24,8 @@ class Postings:
     def __init__(self) -> None:
         self._pages: dict[str, list[str]] = {}
         self._counts: dict[str, Mapping[str, int]] = {}
+        # the last documents' length norms (the same pages request after request, until one is added)
+        self._norms: dict[tuple[tuple[str, ...], tuple[int, ...], float, float, float], list[float]] = {}
 
     def __contains__(self, page_id: object) -> bool:
         return page_id in self._counts
@@ -99,11 +101,15 @@ class Documents:
         n = len(self._order)
         if n == 0 or not query:
             return [0.0] * n
-        windowed = _windowed([float(length) for length in self._lengths], neighbours)
-        average = (sum(windowed) / n) or 1.0
-        norms = [k1 * (1.0 - b + b * length / average) for length in windowed]
-        scores = [0.0] * n
         ids = list(self._order)
+        key = (tuple(ids), tuple(self._lengths), neighbours, k1, b)
+        norms = self._postings._norms.get(key)
+        if norms is None:
+            windowed = _windowed([float(length) for length in self._lengths], neighbours)
+            average = (sum(windowed) / n) or 1.0
+            norms = [k1 * (1.0 - b + b * length / average) for length in windowed]
+            self._postings._norms = {key: norms}
+        scores = [0.0] * n
         last = n - 1
         for term in dict.fromkeys(query):
             positions = self.positions(term)

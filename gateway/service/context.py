@@ -92,6 +92,7 @@ class PagedContext:
     over_budget: bool
     router_ms: float = 0.0
     added: tuple[str, ...] = ()
+    was_paged: bool = False  # whether a request of the thread went upstream paged before (gateway.core.form)
 
 
 @dataclass(frozen=True)
@@ -345,6 +346,7 @@ class ContextBuilder:
             over_budget=fit.over_budget,
             router_ms=router_ms,
             added=tuple(added),
+            was_paged=snapshot.paged,
         )
 
     async def _select(

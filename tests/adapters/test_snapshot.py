@@ -62,6 +62,8 @@ async def test_a_snapshot_reads_the_stored_pages_and_what_else_a_request_needs(c
     assert snapshot.page_count == 2
     assert snapshot.last_seen(ids) == {pages[1].page.id: NOW}
     assert not snapshot.paged
+    await store.mark_paged(THREAD)
+    assert (await store.snapshot(THREAD, ids)).paged
 
 
 async def test_pages_stored_by_the_request_are_known_as_read_back(client: aioredis.Redis, prefix: str) -> None:
@@ -69,9 +71,11 @@ async def test_pages_stored_by_the_request_are_known_as_read_back(client: aiored
     pages = _pages(2)
     ids = [p.page.id for p in pages]
     snapshot = await store.snapshot(THREAD, ids)
-    assert snapshot.missing(ids) == ids
-    await store.add_pages(THREAD, pages, NOW.timestamp())
-    snapshot.stored(pages)
+    assert snapshot.missing(ids) == ids and snapshot.page_count == 0
+    await RedisStore(client, prefix=prefix).add_pages(THREAD, pages[:1], NOW.timestamp())  # another process was first
+    assert await store.add_pages(THREAD, pages, NOW.timestamp(), snapshot) == ids[1:]
+    assert snapshot.page_count == 2
+    # the page stored here is known without a read; the other one is read
     assert await snapshot.manifests(ids) == await RedisStore(client, prefix=prefix).manifests(THREAD, ids)
     assert snapshot.missing(ids) == []
 

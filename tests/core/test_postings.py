@@ -58,5 +58,11 @@ def test_documents_in_another_order_score_in_that_order() -> None:
     reordered = [{"cat": 1}, {"walk": 1}, {"dog": 2}]
     assert docs.bm25(terms("dogs walking"), neighbours=0.5) == bm25(terms("dogs walking"), reordered, [1, 1, 2], neighbours=0.5)
     assert docs.bm25([]) == [0.0, 0.0, 0.0]
+    # the next request's documents reuse the length norms while pages and lengths are the same, and only then
+    again = postings.documents(["p2", "p1", "p0"], [1, 1, 2])
+    longer = postings.documents(["p2", "p1", "p0"], [1, 1, 9])
+    assert again is not None and longer is not None
+    assert again.bm25(["dog"], neighbours=0.5) == bm25(["dog"], reordered, [1, 1, 2], neighbours=0.5)
+    assert longer.bm25(["dog"], neighbours=0.5) == bm25(["dog"], reordered, [1, 1, 9], neighbours=0.5)
     empty = postings.documents([], [])
     assert empty is not None and empty.bm25(["dog"]) == [] and empty.drop_common_words("dog", 0.5) == "dog"
