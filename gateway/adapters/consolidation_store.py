@@ -20,7 +20,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from gateway.adapters.redis_store import Manifest, NewPage, RedisStore, encode_vector, manifest_json, parse_manifest, store_errors
+from gateway.adapters.redis_store import (
+    Manifest, NewPage, RedisStore, encode_vector, manifest_json, new_version, parse_manifest, store_errors,
+)  # fmt: skip
 from gateway.adapters.store_keys import ThreadKey, threads_key
 from gateway.core.segmentation import Buffer, Suspect
 
@@ -79,44 +81,56 @@ class SegmentRecord:
     buffer: Buffer
 
 
+# Each script that adds a parent link or rewrites a manifest sets the thread's version to a fresh token (the
+# last KEYS and ARGV): what gateway processes cached of the thread's pages is read again (RedisStore.snapshot)
+
 _COMMIT = """
--- KEYS: segment, manifest, content, vector, parent
--- ARGV: expected cursor, new cursor, buffer json, then optionally: id, manifest, content, vector, child ids...
+-- KEYS: segment, manifest, content, vector, parent, version
+-- ARGV: expected cursor, new cursor, buffer json, then optionally: id, manifest, content, vector, child ids...;
+-- last: a fresh version token
 if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end  -- the thread was deleted
 local current = tonumber(redis.call('HGET', KEYS[1], 'cursor') or '0')
 if current ~= tonumber(ARGV[1]) then return 0 end
-if #ARGV >= 7 then
+if #ARGV >= 8 then
   local id = ARGV[4]
   redis.call('HSETNX', KEYS[2], id, ARGV[5])
   redis.call('HSETNX', KEYS[3], id, ARGV[6])
   if ARGV[7] ~= '' then redis.call('HSETNX', KEYS[4], id, ARGV[7]) end
-  for i = 8, #ARGV do redis.call('HSET', KEYS[5], ARGV[i], id) end
+  for i = 8, #ARGV - 1 do redis.call('HSET', KEYS[5], ARGV[i], id) end
+  redis.call('SET', KEYS[6], ARGV[#ARGV])
 end
 redis.call('HSET', KEYS[1], 'cursor', ARGV[2], 'buffer', ARGV[3])
 return 1
 """
 
 _MERGE = """
--- KEYS: manifest, content, vector, parent  ARGV: id, manifest, content, vector, child ids...
-for i = 5, #ARGV do
+-- KEYS: manifest, content, vector, parent, version  ARGV: id, manifest, content, vector, child ids..., version token
+for i = 5, #ARGV - 1 do
   if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then return 0 end  -- deleted with its thread
 end
-for i = 5, #ARGV do
+for i = 5, #ARGV - 1 do
   if redis.call('HEXISTS', KEYS[4], ARGV[i]) == 1 then return 0 end
 end
 redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
 redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[3])
 if ARGV[4] ~= '' then redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[4]) end
-for i = 5, #ARGV do redis.call('HSET', KEYS[4], ARGV[i], ARGV[1]) end
+for i = 5, #ARGV - 1 do redis.call('HSET', KEYS[4], ARGV[i], ARGV[1]) end
+redis.call('SET', KEYS[5], ARGV[#ARGV])
 return 1
 """
 
 
 _UPDATE_MANIFESTS = """
--- KEYS: manifest  ARGV: id, manifest, ...  (only pages still stored: not those of a deleted thread)
-for i = 1, #ARGV, 2 do
-  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 1 then redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+-- KEYS: manifest, version  ARGV: id, manifest, ..., version token  (only pages still stored: not those of a
+-- deleted thread)
+local changed = false
+for i = 1, #ARGV - 1, 2 do
+  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 1 then
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+    changed = true
+  end
 end
+if changed then redis.call('SET', KEYS[2], ARGV[#ARGV]) end
 return 1
 """
 
@@ -152,21 +166,25 @@ class ConsolidationStore:
         args: list[str] = [str(expected), str(cursor), buffer_json(buffer)]
         if page is not None:
             args += _page_args(page) + list(page.page.source_ids)
-        done = await self._call(self._redis.eval(_COMMIT, 5, keys.segment, keys.manifest, keys.content, keys.vector, keys.parent, *args))
+        args.append(new_version())
+        done = await self._call(
+            self._redis.eval(_COMMIT, 6, keys.segment, keys.manifest, keys.content, keys.vector, keys.parent, keys.version, *args)
+        )
         return bool(done)
 
     async def merge(self, thread: ThreadKey, page: NewPage) -> bool:
         """Store a container over pages that have no parent yet; False if any of them already has one."""
         keys = self._store.keys(thread)
-        args = _page_args(page) + list(page.page.source_ids)
-        done = await self._call(self._redis.eval(_MERGE, 4, keys.manifest, keys.content, keys.vector, keys.parent, *args))
+        args = [*_page_args(page), *page.page.source_ids, new_version()]
+        done = await self._call(self._redis.eval(_MERGE, 5, keys.manifest, keys.content, keys.vector, keys.parent, keys.version, *args))
         return bool(done)
 
     async def update_manifests(self, thread: ThreadKey, pages: Sequence[NewPage]) -> None:
         """Replace manifests (a summarizer's summary and clusters); content and vectors are unchanged."""
         if pages:
+            keys = self._store.keys(thread)
             args = [part for new in pages for part in (new.page.id, manifest_json(new))]
-            await self._call(self._redis.eval(_UPDATE_MANIFESTS, 1, self._store.keys(thread).manifest, *args))
+            await self._call(self._redis.eval(_UPDATE_MANIFESTS, 2, keys.manifest, keys.version, *args, new_version()))
 
     async def top_level_consolidated(self, thread: ThreadKey) -> list[Manifest]:
         """The thread's consolidated pages that no other page contains, in time order."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -30,10 +31,11 @@ from gateway.core import LineHolds, Page, PageType, Step, View, background_line,
 from gateway.adapters.store_keys import ThreadKey, ThreadKeys, tenant_threads_key, threads_key
 from gateway.core.budget import DAY_OVERHEAD
 from gateway.core.lexical import LEXICON, restem
+from gateway.core.postings import Postings
 from gateway.errors import StoreUnavailable
 
 __all__ = [
-    "open_redis", "RedisStore", "ThreadKey", "ThreadEntry", "Manifest", "NewPage", "manifest_json", "parse_manifest", "store_errors",
+    "open_redis", "RedisStore", "ThreadKey", "ThreadEntry", "Manifest", "NewPage", "ThreadSnapshot", "PageCache", "new_version", "manifest_json", "parse_manifest", "store_errors",
 ]  # fmt: skip
 
 log = logging.getLogger("gateway.store")
@@ -195,10 +197,12 @@ class ManifestCache:
 
 
 _ADD_PAGES = """
--- KEYS: manifest, content, vector, log, messages (one thread: one slot)
--- ARGV: (id, manifest, content, vector, messages) per page
+-- KEYS: manifest, content, vector, log, messages, version (one thread: one slot)
+-- ARGV: a fresh version token, then (id, manifest, content, vector, messages) per page
+-- New pages change no stored one: the version is only set if the thread has none yet
+redis.call('SET', KEYS[6], ARGV[1], 'NX')
 local added = {}
-for i = 1, #ARGV, 5 do
+for i = 2, #ARGV, 5 do
   local id = ARGV[i]
   if redis.call('HSETNX', KEYS[1], id, ARGV[i + 1]) == 1 then
     redis.call('HSET', KEYS[2], id, ARGV[i + 2])
@@ -208,6 +212,7 @@ for i = 1, #ARGV, 5 do
     added[#added + 1] = id
   end
 end
+table.insert(added, 1, redis.call('HLEN', KEYS[1]))  -- first: the thread's page count after
 return added
 """
 
@@ -221,6 +226,148 @@ for i = 1, #KEYS do
 end
 return out
 """
+
+
+_VERSION = """
+-- KEYS: version, manifest  ARGV: a fresh version token
+-- The thread's version; a thread stored before versions existed gets one now (none while it has no page)
+local version = redis.call('GET', KEYS[1])
+if not version and redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('SET', KEYS[1], ARGV[1])
+  version = ARGV[1]
+end
+return version
+"""
+
+
+def new_version() -> str:
+    """A version token no thread had before (a deleted thread's pages must never be taken for a new one's)."""
+    return uuid.uuid4().hex
+
+
+class _Known:
+    """What one process knows of a thread's stored pages at one version: manifests by page id (a page absent
+    here is looked up), and each looked-up page's parent (``None``: it has none)."""
+
+    def __init__(self, version: str | None) -> None:
+        self.version = version
+        self.manifests: dict[str, Manifest] = {}
+        self.parents: dict[str, str | None] = {}
+        self.postings = Postings()  # the manifests' term counts by term
+
+
+class PageCache:
+    """Per thread, the manifests and parent links read at the thread's current version, bounded in pages
+    (least recently used thread out).
+
+    Safe with several gateway processes: a stored manifest changes, and a parent link appears, only together
+    with the thread's version (scripts of the consolidator; a new page changes no stored one, and ids are
+    content hashes), and every request reads the version first, atomically with what it reads of the thread."""
+
+    def __init__(self, capacity: int = 200_000) -> None:
+        self.capacity = capacity
+        self._threads: OrderedDict[str, _Known] = OrderedDict()
+
+    def known(self, scope: str, version: str | None) -> _Known:
+        """The thread's known pages at ``version``; a new, empty record when the version changed (one not
+        kept at all when the thread has no version: then nothing is cached)."""
+        if version is None:
+            self._threads.pop(scope, None)
+            return _Known(None)
+        known = self._threads.get(scope)
+        if known is None or known.version != version:
+            known = self._threads[scope] = _Known(version)
+        self._threads.move_to_end(scope)
+        return known
+
+    def version(self, scope: str) -> str | None:
+        """The version the thread's cached pages were read at (``None``: none cached)."""
+        known = self._threads.get(scope)
+        return known.version if known is not None else None
+
+    def trim(self) -> None:
+        size = sum(len(k.manifests) for k in self._threads.values())
+        while size > self.capacity and len(self._threads) > 1:
+            _, dropped = self._threads.popitem(last=False)
+            size -= len(dropped.manifests)
+
+
+class ThreadSnapshot:
+    """What one request reads of a thread, in one atomic round trip (`RedisStore.snapshot`): its version, the
+    request's pages' manifests and parents (from the process's cache where it holds them), its layout, views,
+    trace, last accesses and page count. Pages asked for later (containers) are read when first needed."""
+
+    def __init__(self, store: RedisStore, thread: ThreadKey, known: _Known, reply: Sequence[Any], wanted: Sequence[str]) -> None:
+        self._store = store
+        self.thread = thread
+        self._known = known
+        self._absent: set[str] = set()
+        _, layout, views, trace, count, seen, form, manifests, parents = reply
+        self.layout: str | None = layout.decode("utf-8") if isinstance(layout, bytes) else layout
+        self.views = {page_id: View(view) for page_id, view in views.items()}
+        self.steps = tuple(_parse_step(raw) for raw in trace)
+        self.page_count = int(count)
+        self.paged = form is not None
+        self._seen: Mapping[str, str] = seen
+        self._fill(wanted, manifests, parents)
+
+    def _fill(self, ids: Sequence[str], manifests: Sequence[str | None], parents: Sequence[str | None]) -> None:
+        known, scope = self._known, self.thread.scope
+        for page_id, raw, parent in zip(ids, manifests, parents):
+            if raw is None:
+                self._absent.add(page_id)
+                continue
+            manifest = known.manifests[page_id] = self._store._parsed.get(scope, page_id, raw)
+            known.parents[page_id] = parent
+            known.postings.add(page_id, manifest.terms)
+            self._absent.discard(page_id)
+
+    def _unread(self, ids: Sequence[str]) -> list[str]:
+        known = self._known
+        return list(dict.fromkeys(i for i in ids if i not in known.manifests and i not in self._absent))
+
+    async def manifests(self, ids: Sequence[str]) -> dict[str, Manifest]:
+        """Manifests of the stored pages among ``ids`` (read from Redis only for pages this process does not know)."""
+        unread = self._unread(ids)
+        if unread:
+            keys = self._store.keys(self.thread)
+            with store_errors():
+                async with self._store.client.pipeline(transaction=True) as pipe:
+                    pipe.hmget(keys.manifest, unread)
+                    pipe.hmget(keys.parent, unread)
+                    manifests, parents = await pipe.execute()
+            self._fill(unread, manifests, parents)
+        known = self._known.manifests
+        return {i: known[i] for i in ids if i in known}
+
+    async def parents(self, ids: Sequence[str]) -> dict[str, str]:
+        """The containing consolidated page of each stored page among ``ids`` that has one."""
+        await self.manifests(ids)
+        parents = self._known.parents
+        return {i: parent for i in ids if (parent := parents.get(i)) is not None}
+
+    def missing(self, ids: Sequence[str]) -> list[str]:
+        """The ids (in order) with no stored page, among those this snapshot read."""
+        return [i for i in ids if i in self._absent]
+
+    def stored(self, pages: Iterable[NewPage], added: Iterable[str]) -> None:
+        """Pages this request tried to store, and the ids it did store: those are known as stored and read back,
+        with no parent yet; the others (another process stored them first) are read when asked for."""
+        mine = set(added)
+        for new in pages:
+            if new.page.id in mine:
+                self._fill([new.page.id], [manifest_json(new)], [None])
+            else:
+                self._absent.discard(new.page.id)
+
+    @property
+    def postings(self) -> Postings:
+        """The term counts of the pages this process knows of the thread, by term (see gateway.core.postings)."""
+        return self._known.postings
+
+    def last_seen(self, ids: Sequence[str]) -> dict[str, datetime]:
+        seen = self._seen
+        return {i: datetime.fromisoformat(seen[i]) for i in ids if i in seen}
 
 
 @dataclass(frozen=True)
@@ -239,6 +386,7 @@ class RedisStore:
         self._redis: Any = client
         self.prefix = prefix
         self._parsed = ManifestCache()
+        self._pages = PageCache()
 
     def keys(self, thread: ThreadKey) -> ThreadKeys:
         return ThreadKeys(self.prefix, thread)
@@ -261,6 +409,39 @@ class RedisStore:
         except (RedisError, OSError):
             pass
 
+    async def snapshot(self, thread: ThreadKey, ids: Sequence[str]) -> ThreadSnapshot:
+        """One request's read of the thread (see `ThreadSnapshot`) with the manifests and parents of ``ids``,
+        atomically; a second round trip only when the thread's version changed since this process last read it."""
+        keys = self.keys(thread)
+        cached = self._pages.known(thread.scope, self._pages.version(thread.scope))
+        unread = list(dict.fromkeys(i for i in ids if i not in cached.manifests))
+
+        async def read(wanted: list[str]) -> list[Any]:
+            with store_errors():
+                async with self._redis.pipeline(transaction=True) as pipe:
+                    pipe.eval(_VERSION, 2, keys.version, keys.manifest, new_version())
+                    pipe.get(keys.layout)
+                    pipe.hgetall(keys.views)
+                    pipe.lrange(keys.trace, 0, -1)
+                    pipe.hlen(keys.manifest)
+                    pipe.hgetall(keys.seen)
+                    pipe.get(keys.form)
+                    if wanted:
+                        pipe.hmget(keys.manifest, wanted)
+                        pipe.hmget(keys.parent, wanted)
+                    reply: list[Any] = await pipe.execute()
+            return reply if wanted else [*reply, [], []]
+
+        reply = await read(unread)
+        known = self._pages.known(thread.scope, reply[0])
+        if known is not cached and cached.manifests:  # another version: what was cached holds no more
+            unread = list(dict.fromkeys(ids))
+            reply = await read(unread)
+            known = self._pages.known(thread.scope, reply[0])
+        snapshot = ThreadSnapshot(self, thread, known, reply, unread)
+        self._pages.trim()
+        return snapshot
+
     async def missing(self, thread: ThreadKey, ids: Sequence[str]) -> list[str]:
         """The ids (in order) that have no stored page in this thread."""
         if not ids:
@@ -269,8 +450,11 @@ class RedisStore:
             present = await self._redis.hmget(self.keys(thread).manifest, list(ids))
         return [page_id for page_id, value in zip(ids, present) if value is None]
 
-    async def add_pages(self, thread: ThreadKey, pages: Iterable[NewPage], now: float) -> list[str]:
-        """Store pages, each only if absent, atomically; return the ids that were new (now in the log)."""
+    async def add_pages(
+        self, thread: ThreadKey, pages: Iterable[NewPage], now: float, snapshot: ThreadSnapshot | None = None
+    ) -> list[str]:
+        """Store pages, each only if absent, atomically; return the ids that were new (now in the log). A request's
+        ``snapshot`` of the thread learns the pages stored and the thread's page count after."""
         items = list(pages)
         if not items:
             return []
@@ -280,11 +464,18 @@ class RedisStore:
             vector = encode_vector(new.vector) if new.vector is not None else ""
             args += [new.page.id, manifest_json(new), new.page.content, vector, new.messages]
         with store_errors():
-            added = await self._redis.eval(_ADD_PAGES, 5, keys.manifest, keys.content, keys.vector, keys.log, keys.messages, *args)
+            reply = await self._redis.eval(
+                _ADD_PAGES, 6, keys.manifest, keys.content, keys.vector, keys.log, keys.messages, keys.version, new_version(), *args
+            )
+            count, *added = reply
             if added:  # the registries are other slots: separate, idempotent writes
                 await self._redis.zadd(threads_key(self.prefix), {thread.scope: now})
                 await self._redis.zadd(tenant_threads_key(self.prefix, thread.tenant), {thread.thread: now})
-        return [str(page_id) for page_id in added]
+        ids = [str(page_id) for page_id in added]
+        if snapshot is not None:
+            snapshot.stored(items, ids)
+            snapshot.page_count = int(count)
+        return ids
 
     async def manifests(self, thread: ThreadKey, ids: Sequence[str]) -> dict[str, Manifest]:
         """Manifests of the stored pages among `ids`."""
@@ -374,11 +565,7 @@ class RedisStore:
                 pipe.hgetall(self.keys(thread).views)
                 pipe.lrange(self.keys(thread).trace, 0, -1)
                 views, trace = await pipe.execute()
-        steps = []
-        for raw in trace:
-            data = json.loads(raw)
-            steps.append(Step(data["action"], data["target"], data["reason"], datetime.fromisoformat(data["time"])))
-        return {page_id: View(view) for page_id, view in views.items()}, tuple(steps)
+        return {page_id: View(view) for page_id, view in views.items()}, tuple(_parse_step(raw) for raw in trace)
 
     async def touch(self, thread: ThreadKey, ids: Sequence[str], when: datetime) -> None:
         """Record that pages were shown in Detail or consulted (heat and last access, for merging and decay)."""
@@ -432,6 +619,11 @@ class RedisStore:
                     pipe.rpush(trace_key, *(_step_json(step) for step in new_steps))
                     pipe.ltrim(trace_key, -trace_limit, -1) if trace_limit else pipe.delete(trace_key)
                 await pipe.execute()
+
+
+def _parse_step(raw: str) -> Step:
+    data = json.loads(raw)
+    return Step(data["action"], data["target"], data["reason"], datetime.fromisoformat(data["time"]))
 
 
 def _step_json(step: Step) -> str:

@@ -17,6 +17,10 @@ so a thread's keys share one slot and its multi-key transactions and scripts sta
 - `...:heat`      hash   page id -> times shown in Detail or consulted
 - `...:seen`      hash   page id -> last such access (ISO 8601)
 - `...:form`      string `paged` once a request of the thread was sent paged (absent: every one went raw)
+- `...:layout`    string the thread's last request layout (gateway.core.scaffolding)
+- `...:version`   string a token that changes whenever a stored page's manifest or a parent link changes
+                         (consolidation), set when the thread's first page is stored: what a process may
+                         cache of the thread's pages is valid while it is unchanged (RedisStore.snapshot)
 
 Two keys are not per thread: `<prefix>:threads`, a sorted set of `<tenant>:<thread>` scored by the time
 of the thread's last stored page, which the scheduler scans for idle buffers and merges; and
@@ -113,9 +117,13 @@ class ThreadKeys:
     def layout(self) -> str:
         return self._key("layout")
 
+    @property
+    def version(self) -> str:
+        return self._key("version")
+
     def every(self) -> dict[str, str]:
         """Every key of the thread by what it holds (what deleting the thread removes)."""
-        names = ("manifest", "content", "vector", "log", "parent", "views", "trace", "segment", "heat", "seen", "form", "layout", "messages")
+        names = ("manifest", "content", "vector", "log", "parent", "views", "trace", "segment", "heat", "seen", "form", "layout", "messages", "version")
         return {name: self._key(name) for name in names}
 
 

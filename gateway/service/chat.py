@@ -197,7 +197,7 @@ class ChatService:
         was not needed: a thread that went paged once stays paged, and is not counted again)."""
         if not self._config.pcp.raw_form:
             return Form.PAGED, None
-        paged_before = await self._store.was_paged(context.thread)
+        paged_before = context.was_paged  # read with the rest of the thread (RedisStore.snapshot)
         raw_tokens = None
         if not paged_before:  # counted as the budget counts the paged form: the model's encoding, whole messages
             raw_tokens = TokenCounter.for_model(request.model).count_messages(request.messages)

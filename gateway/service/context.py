@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from gateway.adapters.embedder import Embedder
-from gateway.adapters.redis_store import Manifest, NewPage, RedisStore, ThreadKey
+from gateway.adapters.redis_store import Manifest, NewPage, RedisStore, ThreadKey, ThreadSnapshot
 from gateway.config import PcpSettings
 from gateway.core import (
     Block,
@@ -54,6 +54,7 @@ from gateway.core.rounds import ZoomNames
 from gateway.errors import ContextLengthExceeded, InvalidRequest
 from gateway.core.excerpt import ExcerptOption, Unit, excerpt_options, line_coverage, query_source, units_of
 from gateway.core.lexical import idf_weights, term_counts, terms
+from gateway.core.postings import Documents
 from gateway.core.scaffolding import Layout, compile_pins, decide, scaffolding_blocks
 from gateway.service.page_tree import open_folded, visible_tree
 from gateway.service.router import Router
@@ -92,18 +93,21 @@ class PagedContext:
     router_ms: float = 0.0
     added: tuple[str, ...] = ()
     selected_by: str = "heuristic"  # who chose the views (gateway.service.router.Selection.decided_by)
+    was_paged: bool = False  # whether a request of the thread went upstream paged before (gateway.core.form)
 
 
 @dataclass(frozen=True)
 class History:
     """A request's messages as stored: its split, the scaffolding blocks, the positions of the conversation's
-    blocks (the ones paged), their page ids in order, and the ids that were new."""
+    blocks (the ones paged), their page ids in order, the ids that were new, and what the request read of the
+    thread."""
 
     split: Split
     scaffold: frozenset[int]
     keep: list[int]
     ids: list[str]
     added: list[str]
+    snapshot: ThreadSnapshot
 
 
 def zoom_names(client_tools: Sequence[Any]) -> ZoomNames:
@@ -171,22 +175,29 @@ class ContextBuilder:
             scaffold = scaffolding_blocks(blocks, self._pins, self._preamble)
         return [i for i, b in enumerate(blocks) if i not in scaffold and b.anchor_text.strip() != SAVE_COMMAND]
 
-    async def _scaffolding(self, thread: ThreadKey, split: Split, *, store: bool = True) -> frozenset[int]:
+    async def _scaffolding(self, thread: ThreadKey, split: Split, snapshot: ThreadSnapshot, *, store: bool = True) -> frozenset[int]:
         """The client's scaffolding among the request's blocks, by their layout next to the thread's previous
         request's and by the config's pins (gateway.core.scaffolding); the layout is kept for the next request
         (unless ``store`` is false: a preview changes nothing)."""
-        previous = Layout.loads(await self._store.layout(thread))
+        previous = Layout.loads(snapshot.layout)
         decision = decide(split.blocks, split.ids, split.tail, previous, self._pins, self._preamble)
         if store and decision.layout is not None and decision.layout != previous:
             await self._store.save_layout(thread, decision.layout.dumps())
         return decision.scaffold
 
     async def ingest(
-        self, thread: ThreadKey, blocks: Sequence[Block], now: datetime, known_ids: Sequence[str] | None = None
+        self,
+        thread: ThreadKey,
+        blocks: Sequence[Block],
+        now: datetime,
+        known_ids: Sequence[str] | None = None,
+        snapshot: ThreadSnapshot | None = None,
     ) -> tuple[list[str], list[str]]:
-        """Store the blocks' pages that are new; return every block's page id in order, and the new ones."""
+        """Store the blocks' pages that are new; return every block's page id in order, and the new ones. With
+        the request's ``snapshot`` (which read these ids), what is missing is known without asking the store,
+        and the pages stored are known to it as stored."""
         ids = list(known_ids) if known_ids is not None else [page_id(block.text) for block in blocks]
-        missing = set(await self._store.missing(thread, ids))
+        missing = set(snapshot.missing(ids) if snapshot is not None else await self._store.missing(thread, ids))
         fresh: dict[str, tuple[Page, Block]] = {}
         count = self._ingest_counter.count
         for position, (block, block_id) in enumerate(zip(blocks, ids)):
@@ -197,14 +208,11 @@ class ContextBuilder:
                 fresh[block_id] = (original_page(block, moment, count), block)
         pages = [page for page, _ in fresh.values()]
         vectors = list(await self._embedder.embed([p.content for p in pages])) if self._embedder and pages else [None] * len(pages)
-        added = await self._store.add_pages(
-            thread,
-            (
-                NewPage.of(page, count, term_counts(page.content), vector, block.anchor_text, kept_messages(block))
-                for (page, block), vector in zip(fresh.values(), vectors)
-            ),
-            now.timestamp(),
-        )
+        new = [
+            NewPage.of(page, count, term_counts(page.content), vector, block.anchor_text, kept_messages(block))
+            for (page, block), vector in zip(fresh.values(), vectors)
+        ]
+        added = await self._store.add_pages(thread, new, now.timestamp(), snapshot)
         return ids, added
 
     async def store_history(
@@ -217,14 +225,16 @@ class ContextBuilder:
             split = (self._splits if store else SplitCache(capacity=1)).split(thread.scope, messages)
         except ValueError as exc:
             raise InvalidRequest(str(exc), param="messages") from exc
+        # one read of the thread for the whole request: its layout, and the stored pages among the blocks
+        snapshot = await self._store.snapshot(thread, split.ids)
         # the client's scaffolding stays verbatim in its place and is never a page; only the conversation is paged
-        scaffold = await self._scaffolding(thread, split, store=store)
+        scaffold = await self._scaffolding(thread, split, snapshot, store=store)
         keep = self.conversation(split.blocks, scaffold)
         known = [split.ids[i] for i in keep]
         if not store:
-            return History(split, scaffold, keep, known, [])
-        ids, added = await self.ingest(thread, [split.blocks[i] for i in keep], now, known)
-        return History(split, scaffold, keep, ids, added)
+            return History(split, scaffold, keep, known, [], snapshot)
+        ids, added = await self.ingest(thread, [split.blocks[i] for i in keep], now, known, snapshot)
+        return History(split, scaffold, keep, ids, added, snapshot)
 
     async def build(
         self,
@@ -239,7 +249,7 @@ class ContextBuilder:
     ) -> PagedContext:
         """The first round's context; with ``store=False`` the thread is only read (a preview: no page is stored)."""
         stored = await self.store_history(thread, messages, now, store=store)
-        split, scaffold, keep, ids, added = stored.split, stored.scaffold, stored.keep, stored.ids, stored.added
+        split, scaffold, keep, ids, added, snapshot = stored.split, stored.scaffold, stored.keep, stored.ids, stored.added, stored.snapshot
         blocks = [split.blocks[i] for i in keep]
         counter = self._counter_for(model)
         query = _query(split.tail)
@@ -247,15 +257,17 @@ class ContextBuilder:
         cut = self._verbatim_from(blocks, budget, counter, [*split.system, *scaffolding, *split.tail], query)
         recent_ids = set(ids[cut:])
         pool = [i for i in dict.fromkeys(ids[:cut]) if i not in recent_ids]
-        tree, manifests = await visible_tree(self._store, thread, pool, set(ids))
-        persisted, steps = await self._store.focus(thread)
+        tree, manifests = await visible_tree(snapshot, pool, set(ids))
+        persisted, steps = snapshot.views, snapshot.steps
         state = normalize({k: v for k, v in persisted.items() if k in tree}, tree)
         # the zoom works on `tree`; the budget and the rendering on `flow`, where the containers the model has
         # not opened are laid open
         flow, folded = open_folded(tree, state)
 
         started = time.perf_counter()
-        relevance, requested, match_text, selected_by = await self._select(thread, query, ids, flow, folded, manifests, state)
+        relevance, requested, match_text, documents, selected_by = await self._select(
+            thread, snapshot, query, ids, flow, folded, manifests, state
+        )
         router_ms = (time.perf_counter() - started) * 1000
         wanted = dict(state)
         wanted.update(requested)
@@ -264,7 +276,11 @@ class ContextBuilder:
         detail_ids = [i for i in flow.ids() if view_of(wanted, i) is View.DETAIL or i in full]
         pages = {i: m.page for i, m in manifests.items()}
         pages.update(await self._store.pages(thread, detail_ids))
-        weights = idf_weights(terms(match_text), [manifests[r].terms for r in flow.roots if r not in folded])
+        weights = (
+            documents.idf_weights(terms(match_text))
+            if documents is not None
+            else idf_weights(terms(match_text), [manifests[r].terms for r in flow.roots if r not in folded])
+        )
         # a page whose line holds it whole is never cut: the line costs what an excerpt would, and the answer
         # often sits in the message next to the one that matches
         source = query_source(match_text)
@@ -274,7 +290,7 @@ class ContextBuilder:
             if i in pages and manifests[i].line is not LineHolds.CONTENT
         }
 
-        seen = await self._store.last_seen(thread, flow.roots)
+        seen = snapshot.last_seen(flow.roots)
         candidates = [
             self._candidate(
                 manifests[r], relevance[r], view_of(requested, r), flow, manifests, wanted, seen.get(r), r in state,
@@ -328,42 +344,46 @@ class ContextBuilder:
             persisted=state,
             steps=steps,
             shown=len(fit.views) + len(fit.background_ids),  # as nodes or as Background_Context lines
-            total=await self._store.page_count(thread),
+            total=snapshot.page_count,
             prompt_tokens=fit.total_tokens,
             history_tokens=history_tokens,
             over_budget=fit.over_budget,
             router_ms=router_ms,
             added=tuple(added),
             selected_by=selected_by,
+            was_paged=snapshot.paged,
         )
 
     async def _select(
         self,
         thread: ThreadKey,
+        snapshot: ThreadSnapshot,
         query: str,
         ids: Sequence[str],
         flow: PageTree,
         folded: Mapping[str, tuple[str, ...]],
         manifests: Mapping[str, Manifest],
         state: ViewState,
-    ) -> tuple[dict[str, float], dict[str, View], str, str]:
+    ) -> tuple[dict[str, float], dict[str, View], str, Documents | None, str]:
         """Relevance per top-level page, the views asked for (the router's, and the model's own zoom), the
-        text matched (the query, reconstructed when it says too little) and who decided the views.
+        text matched (the query, reconstructed when it says too little), the pages scored as documents over
+        the thread's postings (for their term statistics), and who decided the views.
 
         The router scores every top-level page but the folded containers, in conversation order; a folded
         container is as relevant as a share of its best page, so its summary comes after the pages that match."""
         scored = [manifests[r] for r in flow.roots if r not in folded]
         previous = manifests.get(ids[-1]) if ids else None
         if ids and previous is None:
-            previous = (await self._store.manifests(thread, ids[-1:])).get(ids[-1])
-        selection = await self._router.select(thread, query, previous.page.summary if previous else None, scored)
+            previous = (await snapshot.manifests(ids[-1:])).get(ids[-1])
+        documents = snapshot.postings.documents([m.page.id for m in scored], [m.length for m in scored])
+        selection = await self._router.select(thread, query, previous.page.summary if previous else None, scored, documents)
         relevance = dict(selection.relevance)
         for container, pages in folded.items():
             relevance[container] = CONTAINER_SHARE * max((relevance[p] for p in pages), default=0.0)
         relevance.update({page: 1.0 for page in state if page in relevance})  # the model opened it: keep it open
         requested = dict(selection.views)
         requested.update({k: v for k, v in state.items() if k in flow.roots})
-        return relevance, requested, selection.match_text, selection.decided_by
+        return relevance, requested, selection.match_text, documents, selection.decided_by
 
     def _candidate(
         self,

@@ -9,18 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gateway.adapters.redis_store import Manifest, RedisStore, ThreadKey
+from gateway.adapters.redis_store import Manifest, ThreadSnapshot
 from gateway.core import PageTree, PageType, ViewState
 
 __all__ = ["open_folded", "visible_tree"]
 
 
 async def visible_tree(
-    store: RedisStore, thread: ThreadKey, pool: Sequence[str], history: set[str]
+    store: ThreadSnapshot, pool: Sequence[str], history: set[str]
 ) -> tuple[PageTree, dict[str, Manifest]]:
     """The top-level pages covering `pool`: a consolidated page stands for its children when every
-    original page under it belongs to this request's history (pages of other branches never show)."""
-    manifests = await store.manifests(thread, pool)
+    original page under it belongs to this request's history (pages of other branches never show). Pages
+    and links are read through the request's snapshot of the thread (from Redis only where the process's
+    cache does not have them)."""
+    manifests = await store.manifests(pool)
     roots = [page for page in pool if page in manifests]
     covered: dict[str, bool] = {}
 
@@ -30,9 +32,9 @@ async def visible_tree(
         return covered[page]
 
     while True:
-        parents = await store.parents(thread, roots)
+        parents = await store.parents(roots)
         wanted = sorted({p for p in parents.values() if p not in manifests})
-        manifests.update(await store.manifests(thread, wanted))
+        manifests.update(await store.manifests(wanted))
         lifted: dict[str, None] = {}
         changed = False
         for page in roots:

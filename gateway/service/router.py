@@ -35,6 +35,7 @@ from gateway.adapters.upstream import Upstream
 from gateway.config import PcpSettings
 from gateway.core import View, iso_time, lead_text
 from gateway.core.lexical import bm25, drop_common_words, is_low_information, terms
+from gateway.core.postings import Documents
 from gateway.errors import GatewayError
 
 __all__ = ["Router", "Selection", "VectorCache", "reconstruct_query"]
@@ -133,14 +134,28 @@ class Router:
         query = (await self._embedder.embed([match_text]))[0]
         return [float(np.dot(found[i], query)) if i in found else 0.0 for i in ids]
 
-    async def select(self, thread: ThreadKey, query: str, previous_summary: str | None, roots: Sequence[Manifest]) -> Selection:
+    async def select(
+        self,
+        thread: ThreadKey,
+        query: str,
+        previous_summary: str | None,
+        roots: Sequence[Manifest],
+        documents: Documents | None = None,
+    ) -> Selection:
+        """Relevance and views for ``roots`` (in conversation order); ``documents``, the same pages over the
+        thread's postings, gives the lexical statistics without looking at every page (the same numbers)."""
         match_text = reconstruct_query(query, previous_summary)
         ids = [m.page.id for m in roots]
         counts = [m.terms for m in roots]
-        lexical = _normalised(bm25(terms(match_text), counts, [m.length for m in roots], neighbours=WINDOW_SHARE))
+        if documents is not None:
+            lexical = _normalised(documents.bm25(terms(match_text), neighbours=WINDOW_SHARE))
+            common = documents.drop_common_words(match_text, COMMON_SHARE)
+        else:
+            lexical = _normalised(bm25(terms(match_text), counts, [m.length for m in roots], neighbours=WINDOW_SHARE))
+            common = drop_common_words(match_text, counts, COMMON_SHARE)
         # the embedding has no IDF: words in most pages (the participants' names) only pull it towards pages that
         # mention them (on LoCoMo, leaving them out adds ~0.01 recall at 2k and 4k)
-        semantic = _normalised(await self._semantic(thread, drop_common_words(match_text, counts, COMMON_SHARE), ids))
+        semantic = _normalised(await self._semantic(thread, common, ids))
         combined = _with_neighbours([LEXICAL_WEIGHT * lx + SEMANTIC_WEIGHT * sm for lx, sm in zip(lexical, semantic)])
         relevance = dict(zip(ids, _normalised(combined)))
         shortlist = sorted(ids, key=lambda i: -relevance[i])[: self._settings.shortlist]

@@ -1,0 +1,141 @@
+"""Which of a thread's pages contain each term, kept as pages are read, so that one request's lexical statistics
+take work in proportion to the pages that contain the query's terms, not to every page of the thread.
+
+`Postings` is filled once per page (a page's term counts never change). `Documents` is one request's
+documents (pages in conversation order) over it, and gives the numbers of :mod:`gateway.core.lexical`'s
+``bm25``, ``idf_weights`` and ``drop_common_words`` for those documents exactly, float for float: the same
+formulas, summed in the same order (tests/core/test_postings.py holds them equal to those functions).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+
+from gateway.core.lexical import _WORD, STOPWORDS, stem, terms, words
+
+__all__ = ["Documents", "Postings"]
+
+
+class Postings:
+    """Term -> the ids of the pages whose term counts contain it, and each page's counts."""
+
+    def __init__(self) -> None:
+        self._pages: dict[str, list[str]] = {}
+        self._counts: dict[str, Mapping[str, int]] = {}
+        # the last documents' length norms (the same pages request after request, until one is added)
+        self._norms: dict[tuple[tuple[str, ...], tuple[int, ...], float, float, float], list[float]] = {}
+
+    def __contains__(self, page_id: object) -> bool:
+        return page_id in self._counts
+
+    def add(self, page_id: str, counts: Mapping[str, int]) -> None:
+        """A page's term counts (a page already added is left as it is: its counts never change)."""
+        if page_id in self._counts:
+            return
+        self._counts[page_id] = counts
+        for term in counts:
+            self._pages.setdefault(term, []).append(page_id)
+
+    def documents(self, ids: Sequence[str], lengths: Sequence[int]) -> Documents | None:
+        """``ids`` (distinct pages, every one added, in conversation order, with their lengths) as one request's
+        documents; ``None`` when they are not (then the plain functions over the counts apply)."""
+        order = {page_id: position for position, page_id in enumerate(ids)}
+        if len(order) != len(ids) or any(page_id not in self._counts for page_id in ids):
+            return None
+        return Documents(self, order, lengths)
+
+
+class Documents:
+    """One request's documents over the thread's postings."""
+
+    def __init__(self, postings: Postings, order: Mapping[str, int], lengths: Sequence[int]) -> None:
+        self._postings = postings
+        self._order = order
+        self._lengths = lengths
+        self._positions: dict[str, list[int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def positions(self, term: str) -> list[int]:
+        """The positions (ascending) of the documents that contain ``term``."""
+        found = self._positions.get(term)
+        if found is None:
+            order = self._order
+            found = self._positions[term] = sorted(order[p] for p in self._postings._pages.get(term, ()) if p in order)
+        return found
+
+    def frequency(self, term: str) -> int:
+        return len(self.positions(term))
+
+    def idf_weights(self, query: Sequence[str]) -> dict[str, float]:
+        """``lexical.idf_weights(query, documents)``."""
+        n = len(self._order)
+        weights: dict[str, float] = {}
+        for term in dict.fromkeys(query):
+            frequency = self.frequency(term)
+            if frequency:
+                weights[term] = math.log(1.0 + (n - frequency + 0.5) / (frequency + 0.5))
+        return weights
+
+    def drop_common_words(self, text: str, share: float) -> str:
+        """``lexical.drop_common_words(text, documents, share)``."""
+        n = len(self._order)
+        wanted = set(terms(text))
+        common = {t for t in wanted if self.frequency(t) > share * n} if n else set()
+        if not common:
+            return text
+
+        def keep(match: re.Match[str]) -> str:
+            word = match.group(0).lower().replace("’", "'")
+            return "" if len(word) > 1 and word not in STOPWORDS and stem(word) in common else match.group(0)
+
+        reduced = " ".join(_WORD.sub(keep, text).split())
+        return reduced if words(reduced) else text
+
+    def bm25(self, query: Sequence[str], *, k1: float = 1.5, b: float = 0.75, neighbours: float = 0.0) -> list[float]:
+        """``lexical.bm25(query, documents, lengths, k1=k1, b=b, neighbours=neighbours)``: only the documents
+        that contain a query term, or (with ``neighbours``) are next to one, are looked at for that term."""
+        n = len(self._order)
+        if n == 0 or not query:
+            return [0.0] * n
+        ids = list(self._order)
+        key = (tuple(ids), tuple(self._lengths), neighbours, k1, b)
+        norms = self._postings._norms.get(key)
+        if norms is None:
+            windowed = _windowed([float(length) for length in self._lengths], neighbours)
+            average = (sum(windowed) / n) or 1.0
+            norms = [k1 * (1.0 - b + b * length / average) for length in windowed]
+            self._postings._norms = {key: norms}
+        scores = [0.0] * n
+        last = n - 1
+        for term in dict.fromkeys(query):
+            positions = self.positions(term)
+            if not positions:
+                continue
+            counts = self._postings._counts
+            values = {p: float(counts[ids[p]].get(term, 0)) for p in positions}
+            if neighbours:
+                around = sorted({q for p in positions for q in (p - 1, p, p + 1) if 0 <= q <= last})
+                tf = [
+                    (q, values.get(q, 0.0) + neighbours * ((values.get(q - 1, 0.0) if q else 0.0) + (values.get(q + 1, 0.0) if q < last else 0.0)))
+                    for q in around
+                ]
+            else:
+                tf = [(p, values[p]) for p in positions]
+            frequency = sum(1 for _, f in tf if f)
+            weight = math.log(1.0 + (n - frequency + 0.5) / (frequency + 0.5))
+            for i, f in tf:
+                if f:
+                    scores[i] += weight * f * (k1 + 1.0) / (f + norms[i])
+        return scores
+
+
+def _windowed(values: list[float], share: float) -> list[float]:
+    """Each value plus ``share`` times its neighbours' (none at the ends): as in gateway.core.lexical."""
+    if not share:
+        return values
+    last = len(values) - 1
+    return [v + share * ((values[i - 1] if i else 0.0) + (values[i + 1] if i < last else 0.0)) for i, v in enumerate(values)]

@@ -1,0 +1,68 @@
+"""Lexical statistics from postings are the plain functions' numbers, float for float (gateway.core.postings):
+if gateway.core.lexical's scoring changes, these fail until the postings follow it."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.core.lexical import bm25, drop_common_words, idf_weights, terms
+from gateway.core.postings import Postings
+
+VOCABULARY = ["dog", "walk", "cat", "paint", "rex", "garden", "trip", "boot", "jazz", "chord"]
+counts = st.dictionaries(st.sampled_from(VOCABULARY), st.integers(min_value=0, max_value=4), max_size=6)
+query = st.lists(st.sampled_from([*VOCABULARY, "absent"]), max_size=6)
+
+
+def _postings(documents: list[dict[str, int]], extra: int = 0) -> tuple[Postings, list[str]]:
+    postings = Postings()
+    ids = [f"p{i}" for i in range(len(documents))]
+    for page_id, doc in zip(ids, documents):
+        postings.add(page_id, doc)
+    for i in range(extra):  # pages of the thread that are not this request's documents
+        postings.add(f"other{i}", {"dog": 1, "cat": 2})
+    return postings, ids
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(counts, max_size=12), query, st.sampled_from([0.0, 0.5, 0.25]), st.integers(min_value=0, max_value=3))
+def test_bm25_idf_and_common_words_equal_the_plain_functions(
+    documents: list[dict[str, int]], words: list[str], neighbours: float, extra: int
+) -> None:
+    postings, ids = _postings(documents, extra)
+    lengths = [sum(d.values()) for d in documents]
+    docs = postings.documents(ids, lengths)
+    assert docs is not None and len(docs) == len(documents)
+    assert docs.bm25(words, neighbours=neighbours) == bm25(words, documents, lengths, neighbours=neighbours)
+    assert docs.idf_weights(words) == idf_weights(words, documents)
+    text = " ".join(words) + " and a Dog's walk"
+    for share in (0.0, 0.3, 0.5):
+        assert docs.drop_common_words(text, share) == drop_common_words(text, documents, share)
+
+
+def test_a_page_is_added_once_and_only_known_distinct_pages_are_documents() -> None:
+    postings, ids = _postings([{"dog": 1}, {"cat": 1}])
+    postings.add("p0", {"cat": 5})  # a page's counts never change: the first ones stay
+    assert "p0" in postings and "p9" not in postings
+    docs = postings.documents(ids, [1, 1])
+    assert docs is not None and docs.positions("dog") == [0] and docs.positions("cat") == [1]
+    assert docs.frequency("absent") == 0
+    assert postings.documents(["p0", "p0"], [1, 1]) is None  # the same page twice
+    assert postings.documents(["p0", "p9"], [1, 1]) is None  # a page never added
+
+
+def test_documents_in_another_order_score_in_that_order() -> None:
+    postings, _ = _postings([{"dog": 2}, {"walk": 1}, {"cat": 1}])
+    docs = postings.documents(["p2", "p1", "p0"], [1, 1, 2])
+    assert docs is not None
+    reordered = [{"cat": 1}, {"walk": 1}, {"dog": 2}]
+    assert docs.bm25(terms("dogs walking"), neighbours=0.5) == bm25(terms("dogs walking"), reordered, [1, 1, 2], neighbours=0.5)
+    assert docs.bm25([]) == [0.0, 0.0, 0.0]
+    # the next request's documents reuse the length norms while pages and lengths are the same, and only then
+    again = postings.documents(["p2", "p1", "p0"], [1, 1, 2])
+    longer = postings.documents(["p2", "p1", "p0"], [1, 1, 9])
+    assert again is not None and longer is not None
+    assert again.bm25(["dog"], neighbours=0.5) == bm25(["dog"], reordered, [1, 1, 2], neighbours=0.5)
+    assert longer.bm25(["dog"], neighbours=0.5) == bm25(["dog"], reordered, [1, 1, 9], neighbours=0.5)
+    empty = postings.documents([], [])
+    assert empty is not None and empty.bm25(["dog"]) == [] and empty.drop_common_words("dog", 0.5) == "dog"
