@@ -26,7 +26,8 @@ showing more of the others, and a tight budget shows many pages in part rather t
 steps follow the upper convex hull of its options, so a page never pays for a view that a richer one beats per
 token; a step that no longer fits gives way to a smaller one that does. Lines and excerpts are filed under one
 date line per day (the page's own, ``written``), which the estimate counts once per day, and the element's tags
-once. Ties go to the higher priority, then the newer page.
+once (``background_overhead``, which also carries the instructions' line on it); the first node pays
+``flow_overhead``, the instructions' line on nodes. Ties go to the higher priority, then the newer page.
 
 Pages the model opened itself (``pinned``) are placed first, highest priority first, each in the richest view
 that fits from the one it asked for down: it asked for that view, and a line would invite it to open the page
@@ -214,6 +215,7 @@ class _Policy:
     node_overhead: int
     background_overhead: int
     day_overhead: int
+    flow_overhead: int = 0
 
 
 @dataclass(frozen=True)
@@ -268,7 +270,14 @@ class _Plan:
     def total(self) -> int:
         nodes = sum(self.places[c.id].cost for c in self.candidates)
         days = {c.day for c in self.candidates if self.places[c.id].level in _IN_BACKGROUND}
-        return self.fixed + nodes + (self.policy.background_overhead if days else 0) + self.policy.day_overhead * len(days)
+        flow = any(self.places[c.id].level in _AS_VIEW for c in self.candidates)
+        return (
+            self.fixed
+            + nodes
+            + (self.policy.background_overhead if days else 0)
+            + self.policy.day_overhead * len(days)
+            + (self.policy.flow_overhead if flow else 0)
+        )
 
     def envelope(self, candidate: Candidate, days: set[date]) -> int:
         """What a first entry in ``<Background_Context>`` adds: the element's tags, and its day's date line."""
@@ -315,19 +324,22 @@ def _fit(candidates: Sequence[Candidate], fixed: int, limit: int, policy: _Polic
         return plan.result(limit, ranks)
     order = sorted(candidates, key=lambda c: (-ranks[c.id], -c.timestamp.timestamp(), c.id))
     options = {c.id: _options(c, policy) for c in candidates}
-    running, days = fixed, set[date]()
+    running, days, flowing = fixed, set[date](), False
 
     def take(candidate: Candidate, option: _Option) -> bool:
-        nonlocal running
+        nonlocal running, flowing
         before = plan.places[candidate.id]
         entering = option.level in _IN_BACKGROUND and before.level not in _IN_BACKGROUND
+        first_node = option.level in _AS_VIEW and not flowing
         paid = option.cost - before.cost + (plan.envelope(candidate, days) if entering else 0)
+        paid += policy.flow_overhead if first_node else 0
         if running + paid > limit:
             return False
         running += paid
         plan.places[candidate.id] = option
         if entering:
             days.add(candidate.day)
+        flowing = flowing or first_node
         return True
 
     for candidate in (c for c in order if c.pinned):  # the model's own choice first, richest that fits
@@ -370,6 +382,7 @@ def fit_context(
     node_overhead: int = NODE_OVERHEAD,
     background_overhead: int = BACKGROUND_OVERHEAD,
     day_overhead: int = DAY_OVERHEAD,
+    flow_overhead: int = 0,
 ) -> FitResult:
     """Choose each candidate's place so that the estimated total fits ``min(budget, window)``.
 
@@ -379,7 +392,7 @@ def fit_context(
     limit = _limit(budget, window)
     if window is not None and fixed_tokens > window:
         raise ContextWindowExceeded(fixed_tokens, window)
-    policy = _Policy(now, half_life, node_overhead, background_overhead, day_overhead)
+    policy = _Policy(now, half_life, node_overhead, background_overhead, day_overhead, flow_overhead)
     return _fit(candidates, fixed_tokens, limit, policy, minimal=fixed_tokens > limit)
 
 
@@ -395,6 +408,7 @@ def fit_rendered(
     node_overhead: int = NODE_OVERHEAD,
     background_overhead: int = BACKGROUND_OVERHEAD,
     day_overhead: int = DAY_OVERHEAD,
+    flow_overhead: int = 0,
     max_rounds: int = 4,
 ) -> FitResult:
     """:func:`fit_context`, checked against the real output.
@@ -408,7 +422,7 @@ def fit_rendered(
     limit = _limit(budget, window)
     if window is not None and fixed_tokens > window:
         raise ContextWindowExceeded(fixed_tokens, window)
-    policy = _Policy(now, half_life, node_overhead, background_overhead, day_overhead)
+    policy = _Policy(now, half_life, node_overhead, background_overhead, day_overhead, flow_overhead)
     margin = 0
     for _ in range(max_rounds):
         target = limit - margin

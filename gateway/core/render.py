@@ -128,7 +128,11 @@ def render_context(data: RenderInput) -> str:
     clock = etree.SubElement(registry, "ST-Node")
     clock.set("id", "CURRENT_TIME")
     clock.set("value", iso_time(data.now))
-    _text(registry, "System_Instructions", system_instructions(data.consult_name, data.shelve_name))
+    background = data.background if isinstance(data.background, str) else "\n".join(data.background)
+    instructions = system_instructions(
+        data.consult_name, data.shelve_name, nodes=bool(data.nodes), background=bool(background), trace=bool(data.steps)
+    )
+    _text(registry, "System_Instructions", instructions)
     _text(root, "Query", data.query)
     trace = etree.SubElement(root, "Reasoning_Trace")
     for step in data.steps:
@@ -136,7 +140,6 @@ def render_context(data: RenderInput) -> str:
         element.set("action", xml_safe(step.action))
         element.set("target", xml_safe(step.target))
         element.set("reason", xml_safe(step.reason))
-    background = data.background if isinstance(data.background, str) else "\n".join(data.background)
     if background:
         _text(root, "Background_Context", background)
     flow = etree.SubElement(root, "Linear_Flow")

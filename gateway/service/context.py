@@ -49,6 +49,8 @@ from gateway.core import (
     system_instructions,
     view_of,
 )
+from gateway.core.budget import BACKGROUND_OVERHEAD
+from gateway.core.instructions import instruction_costs
 from gateway.core.original import kept_messages
 from gateway.core.rounds import ZoomNames
 from gateway.errors import ContextLengthExceeded, InvalidRequest
@@ -317,8 +319,19 @@ class ContextBuilder:
             last = (result, compose(result))
             return counter.count_messages(last[1])
 
+        # the instructions explain an element only when the context has one: its first entry pays for the line
+        explained = instruction_costs(counter.count, names.consult, names.shelve, trace=bool(steps))
         try:
-            fit = fit_rendered(candidates, fixed_tokens=counter.count_messages(compose(None)), budget=budget, now=now, measure=measure, window=self._window_for(model))
+            fit = fit_rendered(
+                candidates,
+                fixed_tokens=counter.count_messages(compose(None)),
+                budget=budget,
+                now=now,
+                measure=measure,
+                window=self._window_for(model),
+                background_overhead=BACKGROUND_OVERHEAD + explained.background,
+                flow_overhead=explained.nodes,
+            )
         except ContextWindowExceeded as exc:
             raise ContextLengthExceeded(
                 f"this request needs {exc.needed} tokens even with its history paged out, more than the model's "

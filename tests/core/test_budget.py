@@ -131,6 +131,20 @@ def test_a_page_whole_on_its_line_is_never_a_detail_node() -> None:
     assert dict(fit_context(summary_only, fixed_tokens=0, budget=100, now=NOW, background_overhead=0, day_overhead=0).views) == {"b": D}
 
 
+def test_the_first_node_pays_for_the_instructions_line_on_nodes() -> None:
+    pages = [cand("a", relevance=1.0, summary=25, detail=30), cand("b", relevance=1.0, summary=25, detail=30, hours=0.5)]
+    kwargs = dict(fixed_tokens=0, now=NOW, node_overhead=0, background_overhead=0, day_overhead=0)
+    both = fit_context(pages, budget=60, **kwargs)  # type: ignore[arg-type]
+    assert dict(both.views) == {"a": D, "b": D} and both.total_tokens == 60
+    # with 20 tokens of instructions for the first node, only one Detail fits; the other page keeps its line
+    explained = fit_context(pages, budget=60, flow_overhead=20, **kwargs)  # type: ignore[arg-type]
+    assert dict(explained.views) == {"b": D} and explained.background_ids == ("a",)
+    assert explained.total_tokens == 20 + 30 + 6
+    # lines alone never pay it
+    lines = fit_context(pages, budget=12, flow_overhead=20, **kwargs)  # type: ignore[arg-type]
+    assert lines.background_ids == ("a", "b") and lines.total_tokens == 12
+
+
 def test_background_envelope_is_counted_once() -> None:
     result = fit_context([cand("a", view=S), cand("b", view=S, hours=0.5)], fixed_tokens=0, budget=19, now=NOW,
                          node_overhead=0, background_overhead=BACKGROUND_OVERHEAD, day_overhead=0)

@@ -114,6 +114,19 @@ def test_empty_parts() -> None:
     assert parse(render_context(full_input(background="one string"))).findtext("Background_Context") == "one string"
 
 
+def test_the_instructions_explain_only_what_the_context_holds() -> None:
+    def instructions(data: RenderInput) -> str:
+        return parse(render_context(data)).findtext("Static_Registry/System_Instructions") or ""
+
+    lines_only = instructions(full_input(nodes=(), steps=()))
+    assert "Background_Context" in lines_only and "Shelve" not in lines_only
+    assert 'view="Detail"' not in lines_only and "Reasoning_Trace" not in lines_only
+    nothing = instructions(RenderInput(now=datetime(2026, 2, 14, 10, 30), query="q"))
+    assert "Background_Context" not in nothing and "Consult(ids, reason)" in nothing and "stop calling tools" in nothing
+    assert instructions(full_input()) == system_instructions()
+    assert len(lines_only) < len(system_instructions())
+
+
 def test_tool_names_reach_the_instructions() -> None:
     xml = render_context(full_input(consult_name="pcp_consult", shelve_name="pcp_shelve"))
     text = parse(xml).findtext("Static_Registry/System_Instructions")
