@@ -211,6 +211,7 @@ def _coverage(
 
 _FIRST_PERSON = frozenset("i me my mine myself i'm i've i'd i'll".split())
 _SECOND_PERSON = frozenset("you your yours yourself you're you've you'd you'll".split())
+_HOW_TO = re.compile(r"\bhow (?:do|did|can|could|should|would) i\b|\bhow to\b", re.IGNORECASE)
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 
 
@@ -219,7 +220,10 @@ def query_source(query: str) -> str | None:
     in the first person and never addresses the assistant: "which lens did I buy?"), since facts about the user
     come from the user's own messages — an assistant's reply only elaborates on them, and when it repeats the
     query's words (advice on lenses) it holds none of the answer; ``None`` (anyone's) otherwise: a question about
-    what the assistant said ("which sealant did you recommend?") or about third parties."""
+    what the assistant said ("which sealant did you recommend?"), about third parties, or about how to do
+    something ("how did I fix the import error?"), whose answer is the assistant's instructions."""
+    if _HOW_TO.search(query):
+        return None
     found = {w.lower().replace("’", "'") for w in _WORD.findall(query)}
     return "user" if found & _FIRST_PERSON and not found & _SECOND_PERSON else None
 

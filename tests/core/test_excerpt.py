@@ -131,6 +131,10 @@ def test_a_question_about_the_user_is_answered_from_the_users_own_messages() -> 
     # it asks what the assistant said, or about other people: anyone's messages may hold it
     assert query_source("Which sealant did you recommend I use for the vase?") is None
     assert query_source("What has Melanie painted?") is None
+    # how to do something: the answer is the assistant's instructions, even when the user did it
+    assert query_source("How did I fix the import error in the migration script?") is None
+    assert query_source("how to rerun the failed job") is None
+    assert query_source("How long have I been working in my current role?") == "user"
 
 
 def test_a_reply_that_only_repeats_the_query_words_holds_nothing_of_a_question_about_the_user() -> None:
