@@ -13,8 +13,8 @@ _TEMPLATE = """\
 Your memory of this conversation, oldest first; CURRENT_TIME is now. Answer the Query (the user's current message).
 - Node type="Original" is one exchange, type="Consolidated" a topic of several. view="Detail" is the full text, view="Summary" may leave details out, view="Unpacked" shows the children.
 - Background_Context: other parts under their "date:" line, each "[id]" with its summary or its messages that match the Query ("…" = left out). Reasoning_Trace: your earlier tool calls.
-- If the answer needs a detail a Summary or a cut line ("…") hides, first call {consult}(ids, reason) with its id; never guess. {shelve}(ids, reason) folds Nodes back.
-- Otherwise answer directly; once a tool result shows what you need, stop calling tools and answer. Copy ids exactly. Do not mention this memory, ids or tools unless asked."""
+- If the Query is about something said before and the text shown does not state the answer, reply with only a {consult}(ids, reason) call with the id of the most related part ("…" marks hidden text); never guess. {shelve}(ids, reason) folds Nodes back.
+- Once a tool result shows the text, stop calling tools and answer the Query briefly. Answer the Query; never continue the conversation. Copy ids exactly. Do not mention this memory, ids or tools unless asked."""
 
 
 def system_instructions(consult_name: str = "Consult", shelve_name: str = "Shelve") -> str:
