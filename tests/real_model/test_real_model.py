@@ -71,20 +71,29 @@ QUESTION = "I forgot the code that opens my gym padlock. What is it?"
 def test_a_fact_out_of_detail_is_recovered_through_a_consult_round(real_gateway: GatewayProcess, stream: bool) -> None:
     messages = [*history(), {"role": "user", "content": QUESTION}]
     client = _client(real_gateway, _thread(), **{"X-PCP-Budget": "700"})
-    if stream:
-        raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=messages, temperature=0,  # type: ignore[arg-type]
-                                                               max_tokens=120, stream=True)
-        chunks = list(raw.parse())
-        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-        assert not any(c.choices and c.choices[0].delta.tool_calls for c in chunks)
+    if stream:  # read the raw events: the rounds arrive as the closing SSE comment, not as a header
+        body = {"model": MODEL, "messages": messages, "temperature": 0, "max_tokens": 120, "stream": True}
+        headers = {"X-PCP-Thread": _thread(), "X-PCP-Budget": "700"}
+        pieces, rounds = [], "0"
+        with httpx.stream("POST", real_gateway.base_url + "/chat/completions", json=body, headers=headers,
+                          timeout=REQUEST_TIMEOUT_S) as response:
+            for line in response.iter_lines():
+                if line.startswith(": x-pcp-rounds:"):
+                    rounds = line.split(":")[-1].strip()
+                elif line.startswith("data: {"):
+                    choices = json.loads(line[6:]).get("choices") or [{}]
+                    assert not choices[0].get("delta", {}).get("tool_calls")
+                    pieces.append(choices[0].get("delta", {}).get("content") or "")
+        text = "".join(pieces)
     else:
         raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=messages, temperature=0,  # type: ignore[arg-type]
                                                                max_tokens=120)
         reply = raw.parse().choices[0].message
         assert reply.tool_calls is None
         text = reply.content or ""
-    print(f"\nrounds={raw.headers.get('x-pcp-rounds')} prompt_tokens={raw.headers.get('x-pcp-prompt-tokens')} reply={text!r}")
-    assert int(raw.headers["x-pcp-rounds"]) >= 2  # the model asked for the page
+        rounds = raw.headers["x-pcp-rounds"]
+    print(f"\nrounds={rounds} reply={text!r}")
+    assert int(rounds) >= 2  # the model asked for the page
     assert "4-7-1-9" in text or "4719" in text
     assert "pcp_consult" not in text and '"arguments"' not in text
 
