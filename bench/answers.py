@@ -120,7 +120,7 @@ def f1(answer: str, gold: str) -> float:
     return 2 * p * r / (p + r)
 
 
-_STOP = frozenset("a an the of on in at to and or is was were be by for with it its that this".split())
+_STOP = frozenset("a an the of on in at to and or is was were be by for from as with it its that this he she they his her their".split())
 
 
 def appears(answer: str, gold: str) -> bool:
