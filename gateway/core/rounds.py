@@ -125,6 +125,8 @@ def _with_text_call(message: Mapping[str, Any], names: ZoomNames) -> Mapping[str
     found = text_call(message.get("content"), names)
     if found is None:
         return message
+    if message.get("tool_calls"):  # the text is the call itself, echoed (llama-server's streams do): keep one
+        return {**message, "content": None}
     return {**message, "content": None, "tool_calls": [*(message.get("tool_calls") or []), found]}
 
 

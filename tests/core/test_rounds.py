@@ -197,3 +197,12 @@ def test_a_page_opened_for_this_query_is_not_shelved_again() -> None:
     assert outcome.state == {A: View.DETAIL} and [s.action for s in outcome.steps] == ["Consult", "Shelve"]
     calls, _, outcome = drive(rounds(), [replies[0], assistant(call("pcp_shelve", {"reason": "done", "ids": [A]})), replies[2]])
     assert "Detail → Summary" not in calls[2].messages[-1]["content"] and outcome.state == {A: View.DETAIL}
+
+
+def test_a_tool_call_echoed_as_the_text_is_one_call() -> None:
+    args = {"reason": "r", "ids": [A]}
+    echoed = assistant(call("pcp_consult", args), content=json.dumps({"name": "pcp_consult", "arguments": args}))
+    calls, _, outcome = drive(rounds(), [echoed, assistant(content="the answer")])
+    sent = calls[1].messages
+    assert len(sent[-2]["tool_calls"]) == 1 and sent[-2]["content"] is None and sent[-1]["role"] == "tool"
+    assert [s.action for s in outcome.steps] == ["Consult"]
