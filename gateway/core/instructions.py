@@ -25,11 +25,14 @@ _BACKGROUND = (
     'that match the Query ("…" = left out).'
 )
 _TRACE = "- Reasoning_Trace: your earlier tool calls."
-_CONSULT = "- If the answer needs a detail a Summary or a cut line (\"…\") hides, first call {consult}(ids, reason) with its id; never guess."
+_CONSULT = (
+    "- If the Query is about something said before and the text shown does not state the answer, reply with only a "
+    '{consult}(ids, reason) call with the id of the most related part ("…" marks hidden text); never guess.'
+)
 _SHELVE = " {shelve}(ids, reason) folds Nodes back."
 _CLOSING = (
-    "- Otherwise answer directly; once a tool result shows what you need, stop calling tools and answer. "
-    "Copy ids exactly. Do not mention this memory, ids or tools unless asked."
+    "- Once a tool result shows the text, stop calling tools and answer the Query briefly. Answer the Query; never "
+    "continue the conversation. Copy ids exactly. Do not mention this memory, ids or tools unless asked."
 )
 
 

@@ -12,10 +12,18 @@ stripped, how many model calls were made, and the new views and trace. Everythin
 byte-identical across rounds: a round only appends the assistant's zoom calls and one tool result per call, which
 carries the affected nodes rendered in their new views. After ``max_rounds`` rounds that offered the zoom tools,
 one last call is made without them; zoom calls the model makes anyway are dropped from its reply.
+
+A small model sometimes writes a zoom call as its message's text (``{"name": "pcp_consult", "arguments": …}``)
+instead of as a tool call, above all in that last, tool-less round, where nothing parses it: such a text is taken
+as the call it is (answered in a round that offers the tools, dropped in the last one), so it never reaches the
+client as an answer. A Shelve of a page that a Consult opened during the same request is refused with a nudge
+to answer (the model otherwise folds the page it just read and asks for it again).
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,11 +31,11 @@ from typing import Any
 
 from gateway.core.pages import Page
 from gateway.core.render import NodeSpec, render_node
-from gateway.core.tools import ToolArgError, parse_zoom_arguments
+from gateway.core.tools import ToolArgError, ZoomArgs, parse_zoom_arguments
 from gateway.core.trace import Step, append_steps, steps_for_call
 from gateway.core.views import PageTree, View, ViewState, consult, shelve, view_of
 
-__all__ = ["ModelCall", "NeedPages", "RoundsOutcome", "ZoomNames", "zoom_rounds", "split_calls"]
+__all__ = ["ModelCall", "NeedPages", "RoundsOutcome", "ZoomNames", "split_calls", "text_call", "zoom_rounds"]
 
 
 @dataclass(frozen=True)
@@ -83,6 +91,43 @@ class _Progress:
     state: ViewState
     steps: tuple[Step, ...]
     touched: dict[str, None] = field(default_factory=dict)
+    opened: dict[str, None] = field(default_factory=dict)  # pages Consult opened during this request
+
+
+_ANSWER_NOW = "Now answer the Query from this text, briefly; call no tool unless you need another page."
+_KEEP_OPEN = "not folded: you opened it for this Query, its text is above; answer the Query from it now"
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+
+
+def text_call(content: object, names: ZoomNames) -> dict[str, Any] | None:
+    """The zoom call a message's whole text spells as JSON (``{"name": ..., "arguments": ...}``, also in a
+    ```json fence), as a tool call; None for any other text."""
+    if not isinstance(content, str):
+        return None
+    text = content.strip()
+    fenced = _FENCE.match(text)
+    text = fenced.group(1) if fenced else text
+    if not text.startswith("{"):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or value.get("name") not in names:
+        return None
+    arguments = value.get("arguments", value.get("parameters", {}))
+    encoded = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return {"id": "text_call", "type": "function", "function": {"name": value["name"], "arguments": encoded}}
+
+
+def _with_text_call(message: Mapping[str, Any], names: ZoomNames) -> Mapping[str, Any]:
+    """The message with a zoom call written as its text moved to its tool calls."""
+    found = text_call(message.get("content"), names)
+    if found is None:
+        return message
+    if message.get("tool_calls"):  # the text is the call itself, echoed (llama-server's streams do): keep one
+        return {**message, "content": None}
+    return {**message, "content": None, "tool_calls": [*(message.get("tool_calls") or []), found]}
 
 
 def split_calls(message: Mapping[str, Any], names: ZoomNames) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -114,14 +159,28 @@ def _apply(call: Mapping[str, Any], setup: _Setup, progress: _Progress) -> tuple
     args = parse_zoom_arguments(function.get("arguments") or "", tool=name)
     if isinstance(args, ToolArgError):
         return args.message, ()
+    if name == setup.names.shelve:  # folding a page opened for this very Query only undoes the answer's source
+        kept = [page_id for page_id in args.ids if page_id in progress.opened]
+        ids = tuple(page_id for page_id in args.ids if page_id not in progress.opened)
+        refused = [f"{page_id}: {_KEEP_OPEN}" for page_id in kept]
+        if not ids:
+            return "\n".join(refused), ()
+        args = ZoomArgs(args.reason, ids)
+    else:
+        refused = []
     move = consult if name == setup.names.consult else shelve
     result = move(progress.state, setup.tree, args.ids)
     progress.state = result.state
     progress.touched.update(dict.fromkeys(result.changed))
     action = "Consult" if move is consult else "Shelve"
     progress.steps = append_steps(progress.steps, steps_for_call(action, args.ids, args.reason, setup.now), setup.trace_limit)
+    nudge = []
+    if move is consult:
+        opened = [i for i in args.ids if view_of(progress.state, i) is not View.SUMMARY]
+        progress.opened.update(dict.fromkeys(opened))
+        nudge = [_ANSWER_NOW] if opened else []
     shown = tuple(page_id for page_id in args.ids if page_id in setup.tree)
-    return "\n".join(result.messages), shown
+    return "\n".join([*refused, *result.messages, *nudge]), shown
 
 
 def _needed(tree: PageTree, state: ViewState, ids: Sequence[str]) -> tuple[str, ...]:
@@ -164,7 +223,7 @@ def zoom_rounds(
     while True:
         round_number += 1
         offer = round_number <= max_rounds
-        message: Mapping[str, Any] = yield ModelCall(tuple(conversation), offer, round_number)
+        message: Mapping[str, Any] = _with_text_call((yield ModelCall(tuple(conversation), offer, round_number)), names)
         ours, theirs = split_calls(message, names)
         if ours and offer and theirs:
             for call in ours:  # resolved here; the client gets its own calls and comes back with their results

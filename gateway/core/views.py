@@ -248,7 +248,7 @@ def _consult_one(zoom: _Zoom, page_id: str) -> str:
         before, after = zoom.step(page_id, ZoomEvent.CONSULT)
     except IllegalTransition:
         if kind is PageType.ORIGINAL:
-            return f"{page_id}: already in Detail; it is an Original page, nothing deeper to open"
+            return f"{page_id}: already in Detail, its whole text is shown; answer from it, no more tool calls"
         return f"{page_id}: already Unpacked; Consult one of its child pages instead: {', '.join(tree.kids(page_id))}"
     if after is View.UNPACKED:
         return f"{page_id}: Detail → Unpacked; its child pages are shown in Summary, Consult one to read it"

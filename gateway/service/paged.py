@@ -178,6 +178,10 @@ class PagedChat:
             yield KEEPALIVE  # an internal round ended: keep the connection alive while the next one starts
         await self._persist(context, outcome)
         _count(request, context, outcome)
+        held = outcome.reply.get("content")
+        if round_stream.holding and isinstance(held, str) and held:  # not a zoom call after all: the answer
+            delta = {"content": held} if sent_role else {"role": "assistant", "content": held}
+            yield {**template, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
         reason = _finish(outcome.reply, round_stream.finish_reason)
         yield {**template, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": reason}]}
         if request.include_usage:

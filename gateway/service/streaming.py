@@ -5,6 +5,10 @@ text and then calls a zoom tool in the same message has that text already sent; 
 rarely do). Client tool calls are passed on with their indexes renumbered so the
 client sees 0, 1, ... even when zoom calls sat between them; zoom calls never reach the
 client. Finish reasons and usage are held back: the driver sends them once, at the end.
+
+Text that opens with "{" or a code fence is held back to the end of the round, because it may be a zoom call
+written as text (gateway.core.rounds.text_call): the driver sends it then, as one chunk, when the round's
+outcome keeps it as the answer.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ class RoundStream:
     finish_reason: str | None = None
     usage: dict[str, int] = field(default_factory=dict)
     saw_zoom: bool = False
+    holding: bool = False  # the text so far may be a zoom call written as text: not passed on yet
+    _decided: bool = False  # the first non-blank character of the text has been seen
     _calls: dict[int, _Call] = field(default_factory=dict)
     _client_calls: int = 0
 
@@ -64,7 +70,11 @@ class RoundStream:
         text = delta.get("content")
         if isinstance(text, str) and text:
             self.content += text
-            if not self.saw_zoom:
+            if not self._decided and self.content.strip():
+                self._decided = True
+                self.holding = self.content.lstrip()[0] in "{`"
+                text = self.content  # the blank start, held until now
+            if self._decided and not self.holding and not self.saw_zoom:
                 out["content"] = text
         forwarded = [c for c in (self._tool_delta(d) for d in delta.get("tool_calls") or []) if c is not None]
         if forwarded:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gateway.core.pages import Page, PageType
-from gateway.core.rounds import ModelCall, NeedPages, RoundsOutcome, ZoomNames, split_calls, zoom_rounds
+from gateway.core.rounds import ModelCall, NeedPages, RoundsOutcome, ZoomNames, split_calls, text_call, zoom_rounds
 from gateway.core.trace import Step
 from gateway.core.views import PageTree, View
 
@@ -133,11 +133,11 @@ def test_mixed_calls_resolve_ours_and_return_theirs() -> None:
 
 def test_after_max_rounds_the_last_call_offers_no_zoom_and_stray_calls_are_dropped() -> None:
     consult = assistant(call("pcp_consult", {"reason": "r", "ids": [A]}))
-    shelve = assistant(call("pcp_shelve", {"reason": "r", "ids": [A]}))
-    calls, _, outcome = drive(rounds(max_rounds=2), [consult, shelve, assistant(call("pcp_consult", {"reason": "r", "ids": [B]}), content="final")])
+    shelve = assistant(call("pcp_shelve", {"reason": "r", "ids": [B]}))
+    calls, _, outcome = drive(rounds(state={B: View.DETAIL}, max_rounds=2), [consult, shelve, assistant(call("pcp_consult", {"reason": "r", "ids": [B]}), content="final")])
     assert [c.offer_zoom for c in calls] == [True, True, False] and [c.round for c in calls] == [1, 2, 3]
     assert outcome.reply == {"role": "assistant", "content": "final"} and outcome.rounds == 3
-    assert outcome.state == {} and outcome.touched == (A,)
+    assert outcome.state == {A: View.DETAIL} and outcome.touched == (A, B)
 
 
 def test_no_rounds_offers_no_zoom_at_all() -> None:
@@ -146,8 +146,8 @@ def test_no_rounds_offers_no_zoom_at_all() -> None:
 
 
 def test_the_trace_is_bounded() -> None:
-    replies = [assistant(call("pcp_consult", {"reason": f"r{i}", "ids": [A, B]})) for i in range(1)]
-    replies += [assistant(call("pcp_shelve", {"reason": "s", "ids": [A, B]})), assistant(call("pcp_consult", {"reason": "t", "ids": [A, B]}))]
+    replies = [assistant(call("pcp_consult", {"reason": f"r{i}", "ids": [A, B]})) for i in range(2)]
+    replies += [assistant(call("pcp_consult", {"reason": "t", "ids": [A, B]}))]
     _, _, outcome = drive(rounds(max_rounds=3), [*replies, assistant(content="ok")])
     assert len(outcome.steps) == 5 and outcome.steps[-1].reason == "t"
 
@@ -157,3 +157,52 @@ def test_split_calls(calls: list[dict[str, Any]], ours: int, theirs: int) -> Non
     got = split_calls({"tool_calls": calls}, NAMES)
     assert (len(got[0]), len(got[1])) == (ours, theirs)
     assert "pcp_consult" in NAMES and "x" not in NAMES
+
+
+@pytest.mark.parametrize("text", [
+    '{"name": "pcp_consult", "arguments": {"reason": "r", "ids": ["aaaaaaaa01"]}}',
+    '```json\n{"name": "pcp_consult", "arguments": "{\\"reason\\": \\"r\\", \\"ids\\": [\\"aaaaaaaa01\\"]}"}\n```',
+    ' {"name": "pcp_consult", "parameters": {"reason": "r", "ids": "aaaaaaaa01"}}\n',
+])
+def test_a_zoom_call_written_as_text_is_answered_like_a_tool_call(text: str) -> None:
+    calls, loads, outcome = drive(rounds(), [assistant(content=text), assistant(content="the answer")])
+    assert len(calls) == 2 and loads == [NeedPages((A,))]
+    sent = calls[1].messages
+    assert sent[-2]["tool_calls"][0]["function"]["name"] == "pcp_consult" and sent[-2]["content"] is None
+    assert sent[-1]["role"] == "tool" and "Summary → Detail" in sent[-1]["content"]
+    assert outcome.reply == {"role": "assistant", "content": "the answer"} and outcome.state == {A: View.DETAIL}
+
+
+def test_a_zoom_call_written_as_text_in_the_last_round_never_reaches_the_client() -> None:
+    text = '{"name": "pcp_consult", "arguments": {"reason": "r", "ids": ["bbbbbbbb02"]}}'
+    calls, _, outcome = drive(rounds(max_rounds=1), [assistant(call("pcp_consult", {"reason": "r", "ids": [A]})), assistant(content=text)])
+    assert [c.offer_zoom for c in calls] == [True, False]
+    assert outcome.reply == {"role": "assistant", "content": None} and outcome.state == {A: View.DETAIL}
+
+
+@pytest.mark.parametrize("text", [None, "", "plain answer", "{not json", '{"name": "get_weather", "arguments": {}}', "[1, 2]", '"pcp_consult"'])
+def test_other_text_is_not_a_zoom_call(text: str | None) -> None:
+    assert text_call(text, NAMES) is None
+
+
+def test_a_page_opened_for_this_query_is_not_shelved_again() -> None:
+    replies = [
+        assistant(call("pcp_consult", {"reason": "r", "ids": [A]})),
+        assistant(call("pcp_shelve", {"reason": "done", "ids": [A, B]})),
+        assistant(content="the answer"),
+    ]
+    calls, _, outcome = drive(rounds(state={B: View.DETAIL}), replies)
+    result = calls[2].messages[-1]["content"]
+    assert result.startswith(f"{A}: not folded: you opened it for this Query") and f"{B}: Detail → Summary" in result
+    assert outcome.state == {A: View.DETAIL} and [s.action for s in outcome.steps] == ["Consult", "Shelve"]
+    calls, _, outcome = drive(rounds(), [replies[0], assistant(call("pcp_shelve", {"reason": "done", "ids": [A]})), replies[2]])
+    assert "Detail → Summary" not in calls[2].messages[-1]["content"] and outcome.state == {A: View.DETAIL}
+
+
+def test_a_tool_call_echoed_as_the_text_is_one_call() -> None:
+    args = {"reason": "r", "ids": [A]}
+    echoed = assistant(call("pcp_consult", args), content=json.dumps({"name": "pcp_consult", "arguments": args}))
+    calls, _, outcome = drive(rounds(), [echoed, assistant(content="the answer")])
+    sent = calls[1].messages
+    assert len(sent[-2]["tool_calls"]) == 1 and sent[-2]["content"] is None and sent[-1]["role"] == "tool"
+    assert [s.action for s in outcome.steps] == ["Consult"]

@@ -71,7 +71,7 @@ def test_plain_language_for_impossible_moves() -> None:
     state = {O1: D, C1: U, C2: D}
     result = consult(state, TREE, [O1, C1, C3, "ffff0000", O1])
     assert result.messages == (
-        f"{O1}: already in Detail; it is an Original page, nothing deeper to open",
+        f"{O1}: already in Detail, its whole text is shown; answer from it, no more tool calls",
         f"{C1}: already Unpacked; Consult one of its child pages instead: {O2}, {C2}",
         f"{C3}: Summary → Detail",
         "ffff0000: no page with this id is in the context",

@@ -449,3 +449,25 @@ def test_an_excerpt_shows_the_matching_messages_of_a_long_page_verbatim(paged: G
     assert "…" in entry  # partial, and says so
     assert "msg 0.3:" not in entry  # the messages that do not match are left out
     assert not any(n.get("view") == "Detail" and fact in (n.findtext("Content") or "") for n in root.iter("Node"))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_zoom_call_written_as_text_is_resolved_and_never_reaches_the_client(paged: GatewayProcess, upstream: FakeUpstream, stream: bool) -> None:
+    # a small model writes its Consult as the message's text (it did in the real-model suite): the gateway answers
+    # it like a tool call, and a text that only looks like one at first is still streamed whole
+    def text_consult(recorded: Recorded) -> Reply:
+        target = _closed_ids(_xml(recorded))[0]
+        return Reply(content=json.dumps({"name": "pcp_consult", "arguments": {"reason": "need it", "ids": [target]}}))
+
+    upstream.script(text_consult, Reply(content='{"note": "braces, but an answer"} done'))
+    client = _client(paged, _thread())
+    messages = _ask(conversation(30), "Remind me of the fact about tax forms?")
+    if stream:
+        chunks = list(client.chat.completions.create(model="fake-model", messages=messages, stream=True))  # type: ignore[arg-type]
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert [c.choices[0].delta.role for c in chunks if c.choices and c.choices[0].delta.role] == ["assistant"]
+    else:
+        text = client.chat.completions.create(model="fake-model", messages=messages).choices[0].message.content or ""  # type: ignore[arg-type]
+    assert text == '{"note": "braces, but an answer"} done'
+    second = upstream.chat_requests[-1].body
+    assert second is not None and second["messages"][-1]["role"] == "tool" and "Detail" in second["messages"][-1]["content"]
