@@ -261,17 +261,16 @@ class Summarizer:
         return Reply(content=json.dumps({"summary": f"RUNNING SUMMARY {number}", "content": f"Consolidated account {number}.", "clusters": ["sourdough"]}))
 
 
-def test_a_long_single_topic_run_relays_its_running_summary(fake: FakeUpstream, tmp_path: Path, upstream: FakeUpstream) -> None:
-    config = gateway_config(fake.url, tmp_path / "data", pcp={**PCP, "summarizer_model": "summarizer"})
-    config["model_list"].append({"model_name": "summarizer", "litellm_params": {"model": "openai/summarizer", "api_base": fake.url, "api_key": "k"}})
+@pytest.mark.parametrize("consolidating", ["summarizer"], indirect=True)  # the module's summarizer gateway, not one more
+def test_a_long_single_topic_run_relays_its_running_summary(consolidating: GatewayProcess, upstream: FakeUpstream) -> None:
+    gateway = consolidating
     long_reply = "Feed the starter at a one to one to one ratio, keep it warm, discard half before feeding, and watch the rise. " * 30
     questions = [f"{q} (day {i})" for i in range(4) for q in SOURDOUGH]  # ~12k tokens of one topic
     thread = "relay-" + uuid.uuid4().hex[:8]
     summarizer = Summarizer()
-    with GatewayProcess(config=config, workdir=tmp_path) as gateway:
-        upstream.script(*[summarizer] * 64)
-        client(gateway, thread).chat.completions.create(model="fake-model", messages=exchanges(questions, long_reply) + [{"role": "user", "content": "/save"}])  # type: ignore[arg-type]
-        data = settled(gateway, thread)
+    upstream.script(*[summarizer] * 64)
+    client(gateway, thread).chat.completions.create(model="fake-model", messages=exchanges(questions, long_reply) + [{"role": "user", "content": "/save"}])  # type: ignore[arg-type]
+    data = settled(gateway, thread)
     assert data["consolidated_pages"] >= 2 and len(summarizer.consolidations) >= 2
     assert not summarizer.consolidations[0].startswith("<earlier_in_this_topic>")
     assert summarizer.consolidations[1].startswith("<earlier_in_this_topic>\nRUNNING SUMMARY 1\n")

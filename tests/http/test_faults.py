@@ -27,7 +27,8 @@ HELLO = [{"role": "user", "content": "Hello there"}]
 
 def _faulty_config(upstream_url: str, data_dir: Path) -> dict[str, Any]:
     """`primary` falls back to `backup`, LiteLLM-proxy style: retries and fallbacks in litellm_settings."""
-    config = gateway_config(upstream_url, data_dir)
+    # every request here is pass-through (X-PCP-Mode: off), which never embeds: no embedding model to load
+    config = gateway_config(upstream_url, data_dir, pcp={"embeddings": False})
     config["model_list"] += [
         {"model_name": name, "litellm_params": {"model": f"openai/{name}-model", "api_base": upstream_url, "api_key": "sk-upstream"}}
         for name in ("primary", "backup")

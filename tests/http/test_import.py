@@ -5,7 +5,9 @@ context preview builds a context without calling the model or changing the threa
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ import openai
 import pytest
 
 from bench.datasets import LOCOMO_DATA, Conversation, load_locomo
-from tests.support.fake_upstream import FakeUpstream
+from tests.support.fake_upstream import FakeUpstream, Recorded
 from tests.support.chat_exports import run_cli
 from tests.support.gateway_process import GatewayProcess, gateway_config
 
@@ -36,6 +38,26 @@ def served(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iter
     config = gateway_config(fake.url, workdir / "data", pcp={"consolidation": False})
     with GatewayProcess(config=config, workdir=workdir) as process:
         yield process, workdir / "config.yaml"
+
+
+@dataclass
+class Imported:
+    """The conversation imported once from JSONL as thread `imported`: what the command printed and what went
+    upstream while it ran."""
+
+    file: Path
+    first: subprocess.CompletedProcess[str]
+    upstream_calls: list[Recorded]
+
+
+@pytest.fixture(scope="module")
+def imported(served: tuple[GatewayProcess, Path], locomo: Conversation, fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Imported:
+    """One import for both tests (the second only reads the thread, and checks it is left unchanged)."""
+    file = tmp_path_factory.mktemp("import-file") / "conv.jsonl"
+    file.write_text(as_jsonl(locomo, "imported"), encoding="utf-8")
+    fake.reset()
+    first = run_cli(served[1], "import", str(file), "--api-key", KEY)
+    return Imported(file, first, list(fake.chat_requests))
 
 
 def replay_over_http(gateway: GatewayProcess, conv: Conversation, thread: str) -> None:
@@ -67,28 +89,24 @@ def originals(described: dict[str, Any]) -> list[tuple[str, str, int, str]]:
 
 
 def test_import_stores_what_the_http_replay_stores_and_export_gives_it_back(
-    served: tuple[GatewayProcess, Path], locomo: Conversation, fake: FakeUpstream, tmp_path: Path
+    served: tuple[GatewayProcess, Path], locomo: Conversation, fake: FakeUpstream, imported: Imported, tmp_path: Path
 ) -> None:
     gateway, config = served
-    fake.reset()
-    replay_over_http(gateway, locomo, "replayed")
-    file = tmp_path / "conv.jsonl"
-    file.write_text(as_jsonl(locomo, "imported"), encoding="utf-8")
-    fake.reset()
-
-    first = run_cli(config, "import", str(file), "--api-key", KEY)
+    first, file = imported.first, imported.file
     assert first.returncode == 0, first.stderr
     assert "importing" in first.stderr and "pages stored:" in first.stderr and "consolidation jobs pending" in first.stderr
-    replayed, imported = pages_of(gateway, "replayed"), pages_of(gateway, "imported")
-    assert imported["total_pages"] == replayed["total_pages"] > len(locomo.sessions)
-    assert originals(imported) == originals(replayed)
-    assert f"{imported['total_pages']} new page(s) stored in 1 thread(s)" in first.stderr
-    assert fake.chat_requests == []  # nothing went upstream
+    assert imported.upstream_calls == []  # nothing went upstream
+    fake.reset()
+    replay_over_http(gateway, locomo, "replayed")
+    replayed, stored = pages_of(gateway, "replayed"), pages_of(gateway, "imported")
+    assert stored["total_pages"] == replayed["total_pages"] > len(locomo.sessions)
+    assert originals(stored) == originals(replayed)
+    assert f"{stored['total_pages']} new page(s) stored in 1 thread(s)" in first.stderr
 
     again = run_cli(config, "import", str(file), "--api-key", KEY)
     assert again.returncode == 0, again.stderr
     assert "0 new page(s) stored" in again.stderr
-    assert pages_of(gateway, "imported")["total_pages"] == imported["total_pages"]
+    assert pages_of(gateway, "imported")["total_pages"] == stored["total_pages"]
 
     sent = [{"role": t.role, "content": t.text} for t in locomo.turns]
     for thread in ("imported", "replayed"):
@@ -104,16 +122,14 @@ def test_import_stores_what_the_http_replay_stores_and_export_gives_it_back(
 
 
 def test_the_context_preview_builds_without_calling_the_model_or_changing_the_thread(
-    served: tuple[GatewayProcess, Path], locomo: Conversation, fake: FakeUpstream, tmp_path: Path
+    served: tuple[GatewayProcess, Path], fake: FakeUpstream, imported: Imported
 ) -> None:
-    gateway, config = served
-    file = tmp_path / "conv.jsonl"
-    file.write_text(as_jsonl(locomo, "previewed"), encoding="utf-8")
-    assert run_cli(config, "import", str(file), "--api-key", KEY).returncode == 0
-    before = pages_of(gateway, "previewed")
+    gateway, _ = served
+    assert imported.first.returncode == 0, imported.first.stderr
+    before = pages_of(gateway, "imported")
     fake.reset()
     headers = {"Authorization": f"Bearer {KEY}"}
-    url = f"{gateway.root_url}/pcp/threads/previewed/context"
+    url = f"{gateway.root_url}/pcp/threads/imported/context"
     question = "What did Gina say about her dance studio?"
     response = httpx.get(url, params={"q": question, "budget": "1500"}, headers=headers, timeout=60)
     assert response.status_code == 200, response.text
@@ -125,7 +141,7 @@ def test_the_context_preview_builds_without_calling_the_model_or_changing_the_th
     assert body["messages"][0] == {"role": "system", "content": body["system"]}
     assert body["messages"][-1] == {"role": "user", "content": question}
     assert fake.chat_requests == []
-    after = pages_of(gateway, "previewed")
+    after = pages_of(gateway, "imported")
     assert after == before  # no page, view, trace step or form change
 
     for params, status in (({"q": ""}, 400), ({"q": "x", "budget": "0"}, 400), ({"q": "x", "budget": "lots"}, 400), ({"q": "x", "model": "nope"}, 404)):

@@ -13,7 +13,7 @@ import pytest
 
 from gateway.core import TokenCounter
 from tests.support.fake_upstream import BrokenStream, Error, FakeUpstream, Recorded, Reply, ToolCall, Usage
-from tests.support.gateway_process import GatewayProcess, gateway_config
+from tests.support.gateway_process import GatewayProcess
 
 BUDGET = 1200
 TOPICS = ["sourdough starter", "bicycle gears", "tax forms", "python asyncio", "hiking boots", "jazz chords"]
@@ -25,11 +25,11 @@ WEATHER = {
 
 
 @pytest.fixture(scope="module")
-def gw(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    workdir = tmp_path_factory.mktemp("messages")
-    config = gateway_config(fake.url, workdir / "data", pcp={"budget_tokens": BUDGET, "recent_turns": 2, "max_rounds": 3})
-    with GatewayProcess(config=config, workdir=workdir) as process:
-        yield process
+def gw(api_gateway: GatewayProcess) -> GatewayProcess:
+    """The gateway this module shares with the other API surface's (tests/http/conftest.py); each test has a
+    thread of its own."""
+    assert api_gateway.config["pcp"]["budget_tokens"] == BUDGET
+    return api_gateway
 
 
 Connect = Callable[..., anthropic.Anthropic]

@@ -262,7 +262,9 @@ def test_ingestion_is_idempotent_under_repeats_and_concurrency(paged: GatewayPro
 
 
 def test_pages_survive_a_gateway_restart(fake: FakeUpstream, tmp_path: Path) -> None:
-    config = gateway_config(fake.url, tmp_path / "data")
+    # what must survive is the store, not the embedding model: without it each of the two starts (whose first
+    # request waited for the model to load) is seconds cheaper; paging with embeddings is every other test here
+    config = gateway_config(fake.url, tmp_path / "data", pcp={"embeddings": False})
     thread = _thread()
     messages = _ask(conversation(10), "What about jazz chords?")
     with GatewayProcess(config=config, workdir=tmp_path) as gateway:
