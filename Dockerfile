@@ -10,12 +10,13 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# The CPU build of torch first, so sentence-transformers never pulls the CUDA wheels.
+# The CPU build of torch first, so transformers never pulls the CUDA wheels (torch only exports the
+# embedding model to ONNX at build time; the gateway runs it with onnxruntime).
 RUN pip install "torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu
 
 COPY pyproject.toml README.md ./
 COPY gateway ./gateway
-RUN pip install .
+RUN pip install . && python -m gateway.adapters.onnx_export
 
 COPY config.yaml ./config.yaml
 VOLUME ["/app/data"]

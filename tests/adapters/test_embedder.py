@@ -1,10 +1,16 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
+import pytest
 
 from gateway.adapters.embedder import DIMENSIONS, MiniLMEmbedder
+from gateway.adapters.onnx_export import ensure_model, model_file
 
 
 def test_a_text_gets_the_same_vector_whatever_it_is_embedded_with() -> None:
@@ -20,3 +26,39 @@ def test_a_text_gets_the_same_vector_whatever_it_is_embedded_with() -> None:
         assert float(mixed[0] @ mixed[1]) < 0.9  # different texts stay apart
     finally:
         embedder.close()
+
+
+def test_a_gateway_process_embeds_without_importing_torch() -> None:
+    # the model runs with onnxruntime; torch (~400 MB resident once imported) is only for the one-time export
+    script = (
+        "import asyncio, sys\n"
+        "from gateway.adapters.embedder import MiniLMEmbedder\n"
+        "e = MiniLMEmbedder()\n"
+        "v = asyncio.run(e.embed(['hello there']))\n"
+        "e.close()\n"
+        "print(v.shape, sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=True)
+    assert done.stdout.strip() == f"(1, {DIMENSIONS}) []"
+
+
+def test_a_missing_model_is_exported_once_even_when_processes_race_for_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # scripts/setup exports the model; a gateway that finds none (a new PCP_MODEL_DIR) exports it on first use,
+    # in a subprocess and under a lock, and the result embeds exactly as the installed export does
+    monkeypatch.setenv("PCP_MODEL_DIR", str(tmp_path))
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        paths = list(pool.map(ensure_model, [True, True]))
+    assert paths[0] == paths[1] == model_file(True) and paths[0].parent == tmp_path
+    assert sorted(p.name for p in tmp_path.glob("*.onnx")) == sorted([model_file(True).name, model_file(False).name])
+    text = "Where did we leave the camping gear last summer?"
+    fresh = MiniLMEmbedder()
+    try:
+        exported = asyncio.run(fresh.embed([text]))
+    finally:
+        fresh.close()
+    monkeypatch.delenv("PCP_MODEL_DIR")
+    installed = MiniLMEmbedder()
+    try:
+        assert np.array_equal(exported, asyncio.run(installed.embed([text])))
+    finally:
+        installed.close()
