@@ -45,6 +45,7 @@ tightens until it fits.
 
 from __future__ import annotations
 
+import bisect
 import enum
 import heapq
 import math
@@ -70,9 +71,13 @@ __all__ = [
     "Excerpt",
     "FitResult",
     "Level",
+    "Outside",
+    "PoolExceeded",
     "fit_context",
     "fit_rendered",
+    "outside",
     "priority",
+    "rank",
 ]
 
 DEFAULT_HALF_LIFE = timedelta(hours=24)
@@ -203,9 +208,14 @@ class FitResult:
 
 def priority(candidate: Candidate, now: datetime, half_life: timedelta = DEFAULT_HALF_LIFE) -> float:
     """The double-decay priority of ``candidate`` at ``now`` (see the module docstring)."""
-    age = max((utc(now) - candidate.timestamp).total_seconds(), 0.0)
+    return rank(candidate.relevance, candidate.timestamp, now, half_life)
+
+
+def rank(relevance: float, timestamp: datetime, now: datetime, half_life: timedelta = DEFAULT_HALF_LIFE) -> float:
+    """:func:`priority` from a page's relevance and (timezone-aware) timestamp, before any Candidate is made."""
+    age = max((utc(now) - utc(timestamp)).total_seconds(), 0.0)
     decay = AGE_FLOOR + (1.0 - AGE_FLOOR) * 0.5 ** (age / half_life.total_seconds())
-    return float((FLOOR + (1.0 - FLOOR) * candidate.relevance) * decay)
+    return float((FLOOR + (1.0 - FLOOR) * relevance) * decay)
 
 
 @dataclass(frozen=True)
@@ -315,7 +325,9 @@ def _limit(budget: int, window: int | None) -> int:
     return budget if window is None else min(budget, window)
 
 
-def _fit(candidates: Sequence[Candidate], fixed: int, limit: int, policy: _Policy, *, minimal: bool) -> FitResult:
+def _fit(
+    candidates: Sequence[Candidate], fixed: int, limit: int, policy: _Policy, *, minimal: bool, outside: Sequence[Outside] = ()
+) -> FitResult:
     if len({c.id for c in candidates}) != len(candidates):
         raise ValueError("candidate ids must be unique")
     plan = _Plan(candidates, fixed, policy)
@@ -361,14 +373,78 @@ def _fit(candidates: Sequence[Candidate], fixed: int, limit: int, policy: _Polic
 
     for at in range(len(order)):
         offer(at, None)
+    pops: list[tuple[float, int]] = []  # (value per token popped, the total before it): what `outside` is checked on
     while heap:
-        _, at, step = heapq.heappop(heap)
+        key, at, step = heapq.heappop(heap)
+        pops.append((-key, running))
         candidate = order[at]
         if take(candidate, step):
             offer(at, None)
         else:
             offer(at, min(step.cost - plan.places[candidate.id].cost - 1, limit - running))
+    if outside:
+        _check_outside(outside, pops, running, limit)
     return plan.result(limit, ranks)
+
+
+class PoolExceeded(Exception):
+    """A page left out of the pool (:class:`Outside`) might have been shown: fit again with it as a Candidate."""
+
+
+@dataclass(frozen=True)
+class Outside:
+    """A page left out of the pool before fitting; not pinned, not asked Unpacked. ``worth``: strictly more than
+    any of its first steps could be worth per token (see :func:`outside`); ``cheapest``: its cheapest entry's
+    cost in tokens."""
+
+    worth: float
+    cheapest: int
+
+
+def outside(
+    priority: float,
+    *,
+    detail_tokens: int,
+    summary_tokens: int,
+    background_tokens: int,
+    line_coverage: float | None = None,
+    content_on_line: bool = False,
+    excerpts: Sequence[Excerpt] = (),
+    node_overhead: int = NODE_OVERHEAD,
+) -> Outside:
+    """The :class:`Outside` of a page of ``priority``. A step is worth ``priority ** RELEVANCE_POWER`` times the
+    coverage it adds times the page's tokens, per token it adds; the first step from nothing is worth at most its
+    option's coverage x tokens / cost, and no later step is taken before a first one. A Summary or Detail node
+    covers less than its cost in the page's tokens (the node's tags, ``node_overhead`` > 0, are on top), so it
+    never exceeds 1 per token; the line and the excerpts are counted as they are (``line_coverage`` defaults as
+    :class:`Candidate`'s does). The cheapest entry is the cheapest of them all, nodes included."""
+    if line_coverage is None:
+        line_coverage = 1.0 if content_on_line else _share(background_tokens, detail_tokens)
+    size = max(detail_tokens, 1)
+    costs = [background_tokens + 1, min(summary_tokens, detail_tokens) + node_overhead, *(e.tokens + 1 for e in excerpts)]
+    gains = [1.0, line_coverage * size / (background_tokens + 1), *(e.coverage * size / (e.tokens + 1) for e in excerpts)]
+    # a hair above the bound: strictly more than the fill's own product (value / paid, rounded in another order)
+    return Outside(priority**RELEVANCE_POWER * max(gains) * (1 + 1e-9), min(costs))
+
+
+def _check_outside(outside: Sequence[Outside], pops: Sequence[tuple[float, int]], end: int, limit: int) -> None:
+    """Raise :class:`PoolExceeded` unless no page of ``outside`` could have been shown had it been a candidate.
+
+    The fill pops the step of highest value per token, so a page outside is not popped while a candidate's step
+    of a value >= its ``worth`` (more than its own) is on top, and until then the fill runs as it did without
+    it (the candidates keep their order among themselves). From there on the total only grows: if the room
+    left then is smaller than its cheapest entry, it is never shown (and by induction neither is any other, so
+    the fill is the same)."""
+    floor: list[float] = []  # the lowest value popped so far, after each pop (non-increasing)
+    lowest = math.inf
+    for value, _ in pops:
+        lowest = min(lowest, value)
+        floor.append(-lowest)  # increasing, for bisect
+    for page in outside:
+        first = bisect.bisect_right(floor, -page.worth)  # the first pop of a value < worth
+        before = pops[first][1] if first < len(pops) else end
+        if limit - before >= page.cheapest:
+            raise PoolExceeded
 
 
 def fit_context(
@@ -410,6 +486,7 @@ def fit_rendered(
     day_overhead: int = DAY_OVERHEAD,
     flow_overhead: int = 0,
     max_rounds: int = 4,
+    outside: Sequence[Outside] = (),
 ) -> FitResult:
     """:func:`fit_context`, checked against the real output.
 
@@ -418,6 +495,10 @@ def fit_rendered(
     budget; after ``max_rounds`` the smallest context (no pages) is used. The returned ``total_tokens`` is the
     measured count, so ``over_budget`` is true only if even the smallest context does not fit. Raises
     :class:`ContextWindowExceeded` if the smallest context exceeds ``window``.
+
+    ``outside``: the pages left out of ``candidates`` (a long thread's tail, see :class:`Outside`); the result is
+    the one all of them as candidates would give (but for ``dropped_ids``, which does not list them), or
+    :class:`PoolExceeded` is raised when that cannot be shown.
     """
     limit = _limit(budget, window)
     if window is not None and fixed_tokens > window:
@@ -426,7 +507,7 @@ def fit_rendered(
     margin = 0
     for _ in range(max_rounds):
         target = limit - margin
-        result = _fit(candidates, fixed_tokens, max(target, 0), policy, minimal=fixed_tokens > target)
+        result = _fit(candidates, fixed_tokens, max(target, 0), policy, minimal=fixed_tokens > target, outside=outside)
         measured = measure(result)
         if measured <= limit or not (result.views or result.background_ids):
             break
