@@ -49,16 +49,16 @@ from gateway.core import (
     system_instructions,
     view_of,
 )
-from gateway.core.budget import BACKGROUND_OVERHEAD, NODE_OVERHEAD, Outside, PoolExceeded, outside, rank
-from gateway.core.instructions import instruction_costs
+from gateway.core.budget import BACKGROUND_OVERHEAD, PoolExceeded
+from gateway.core.instructions import InstructionCosts, instruction_costs
 from gateway.core.original import kept_messages
-from gateway.core.pages import utc
 from gateway.core.rounds import ZoomNames
 from gateway.errors import ContextLengthExceeded, InvalidRequest
 from gateway.core.excerpt import ExcerptOption, Unit, excerpt_options, line_coverage, query_source, units_of
 from gateway.core.lexical import idf_weights, term_counts, terms
 from gateway.core.postings import Documents
 from gateway.core.scaffolding import Layout, compile_pins, decide, scaffolding_blocks
+from gateway.service.candidate_pool import POOL_SPARES, candidate_pool, refreshed
 from gateway.service.page_tree import open_folded, visible_tree
 from gateway.service.router import Router
 from gateway.service.split_cache import Split, SplitCache
@@ -72,9 +72,6 @@ CONTAINER_SHARE = 0.25  # a laid-open container's relevance: this share of its b
 RECENT_SHARE = 0.25
 QUERY_CHARS = 500  # a longer live message is named in <Query> by its lead: the message itself follows, verbatim
 SKELETON_TOKENS = 65  # the PagedContext's tags and clock around the instructions and the query (cl100k, measured)
-# How many times the most pages the budget can show are taken as candidates, in priority order, before all are
-# (see _pool): most requests need only the first, a few (excerpts worth more than their page's priority) more.
-POOL_SPARES = (1, 4)
 UNIT_CACHE = 4096  # pages whose excerpt units are kept in memory (content is immutable: never stale)
 
 
@@ -145,66 +142,6 @@ def _same_choice(a: FitResult, b: FitResult) -> bool:
     return dict(a.views) == dict(b.views) and a.background_ids == b.background_ids and dict(a.excerpts) == dict(b.excerpts)
 
 
-def _refreshed(timestamp: datetime, seen: datetime | None) -> datetime:
-    """A page's time for its priority: a page opened recently is a quarter younger for it (use keeps it fresher,
-    but not fresher than a relevant page the model has not needed yet)."""
-    return timestamp + (seen - timestamp) / 4 if seen and seen > timestamp else timestamp
-
-
-def _pool(
-    roots: Sequence[str],
-    manifests: Mapping[str, Manifest],
-    relevance: Mapping[str, float],
-    seen: Mapping[str, datetime],
-    now: datetime,
-    room: int,
-    excerpts: Mapping[str, tuple[float | None, tuple[ExcerptOption, ...]]],
-    must: set[str],
-    spare: int = 1,
-) -> tuple[list[str], list[Outside]]:
-    """The top-level pages that become the budget's candidates, and the rest as :class:`Outside` pages.
-
-    The budget shows at most ``room`` // (the cheapest entry of any page) pages, so the candidates are that many
-    plus one first in the fill's own order (priority, then newer, then id), and the pages in ``must`` (the model
-    opened them or asked them Unpacked; the excerpted ones, whose excerpts may be worth far more per token than
-    their priority); the budget checks that none of the rest could have been shown (else the caller fits them
-    all). A request then builds candidates for what the budget can show, not for the whole thread. ``spare``
-    multiplies the number taken in priority order (the fill goes by value per token, not priority)."""
-    ranked: list[tuple[float, float, str]] = []
-    cheapest = None
-    for r in roots:
-        manifest = manifests[r]
-        moment = utc(_refreshed(manifest.page.timestamp, seen.get(r)))
-        ranked.append((-rank(relevance[r], moment, now), -moment.timestamp(), r))
-        entry = min(manifest.background_tokens + 1, min(manifest.summary_tokens, manifest.page.tokens) + NODE_OVERHEAD)
-        cheapest = entry if cheapest is None or entry < cheapest else cheapest
-    ranked.sort()
-    if cheapest is None or room <= 0:
-        return list(roots), []
-    for _, options in excerpts.values():
-        cheapest = min([cheapest, *(option.tokens + 1 for option in options)])
-    size = spare * (room // cheapest + 1)
-    chosen = {r for _, _, r in ranked[:size]} | must
-    rest = []
-    for negative, _, r in ranked[size:]:
-        if r in must:
-            continue
-        manifest = manifests[r]
-        line, options = excerpts.get(r, (None, ()))
-        rest.append(
-            outside(
-                -negative,
-                detail_tokens=manifest.page.tokens,
-                summary_tokens=manifest.summary_tokens,
-                background_tokens=manifest.background_tokens,
-                line_coverage=line,
-                content_on_line=manifest.line is LineHolds.CONTENT,
-                excerpts=[Excerpt(option.tokens, option.coverage) for option in options],
-            )
-        )
-    return [r for r in roots if r in chosen], rest  # in conversation order, as the fit lists its views
-
-
 def _system_text(system: Sequence[Mapping[str, Any]], xml: str) -> str:
     client = "\n\n".join(text for text in (message_text(m) for m in system) if text)
     return f"{client}\n\n{xml}" if client else xml
@@ -231,6 +168,8 @@ class ContextBuilder:
         self._ingest_counter = TokenCounter()
         self._splits = SplitCache()
         self._units: OrderedDict[tuple[str, str], tuple[Unit, ...]] = OrderedDict()
+        # what the instructions' lines cost, per tokenizer, tool names and trace: the same few on every request
+        self._explained: dict[tuple[str, str, str, bool], InstructionCosts] = {}
         self._pins = compile_pins(settings.pin)
         self._preamble = compile_pins(settings.pin_preamble)
 
@@ -392,11 +331,14 @@ class ContextBuilder:
         limit = min(budget, window) if window is not None else budget
         must = {r for r in (*state, *requested) if view_of(requested, r) is View.UNPACKED or r in state} | set(excerpts)
         # the instructions explain an element only when the context has one: its first entry pays for the line
-        explained = instruction_costs(counter.count, names.consult, names.shelve, trace=bool(steps))
+        key = (counter.encoding_name, names.consult, names.shelve, bool(steps))
+        explained = self._explained.get(key)
+        if explained is None:
+            explained = self._explained[key] = instruction_costs(counter.count, names.consult, names.shelve, trace=key[3])
         background_overhead, flow_overhead = BACKGROUND_OVERHEAD + explained.background, explained.nodes
         try:
             for spare in POOL_SPARES:
-                pool, rest = _pool(flow.roots, manifests, relevance, seen, now, limit - fixed, excerpts, must, spare)
+                pool, rest = candidate_pool(flow.roots, manifests, relevance, seen, now, limit - fixed, excerpts, must, spare)
                 try:
                     fit = fit_rendered(
                         [candidate(r) for r in pool], fixed_tokens=fixed, budget=budget, now=now, measure=measure,
@@ -503,7 +445,7 @@ class ContextBuilder:
         return Candidate(
             id=page.id,
             relevance=relevance,
-            timestamp=_refreshed(page.timestamp, seen),
+            timestamp=refreshed(page.timestamp, seen),
             summary_tokens=manifest.summary_tokens,
             detail_tokens=page.tokens,
             view=view,
