@@ -18,15 +18,30 @@ Run from the repository root:
 
     .venv/bin/python -m bench.evidence_recall [--dataset locomo,messaging,longmemeval] [--conversations N]
         [--questions N] [--budgets 1000,2000,4000] [--no-gateway] [--write-docs] [--pcp KEY=VALUE]
+        [--replay-cache DIR]
 
 ``--conversations N``: the first N LoCoMo conversations (LoCoMo and messaging). ``--questions N``: at most N
 questions per LoCoMo conversation, and a seeded subset of N LongMemEval questions stratified by type.
+
+``--replay-cache DIR``: for work on what a request does with the store (ranking, excerpts, the budget), not on ingest.
+The first run replays every conversation, waits for its background work, stops the gateway and keeps its data
+directory (embedded Redis, append-only file) and the replay's statistics in ``DIR/<shape>``, then restarts the gateway
+on it and asks. Later runs with the same shape and conversations start the gateway on a copy of that store and only
+ask: minutes instead of most of an hour. The store is what the code of the first run ingested (its git revision is
+recorded and printed); delete ``DIR/<shape>`` after changing ingest, segmentation or consolidation.
+
+``--dump FILE``: one JSON line per gateway question request (shape, conversation, question, category, budget, the
+evidence kept and missed with its texts, and the messages the upstream received), for reading what a miss looked
+like.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
+import shutil
+import subprocess
 import signal
 import sys
 import tempfile
@@ -45,7 +60,7 @@ from bench.baselines import COUNTER, Baselines, Outcome, content_text, judge  # 
 from bench.datasets import (LOCOMO_DATA, LONGMEMEVAL_DATA, Conversation, Dataset, Turn,  # noqa: E402
                             load_locomo, load_longmemeval, to_messaging)
 from bench.recall_report import (CHUNKS, CHUNKS_WITHIN, GATEWAY, RECENT, GatewayStats, section,  # noqa: E402
-                                 summary_row, write_docs)
+                                 stats_from_json, stats_to_json, summary_row, write_docs)
 
 DOCS = ROOT / "docs" / "benchmarks.md"
 MODEL = "fake-model"
@@ -77,7 +92,7 @@ def pick_request(fake: Any, last: str) -> Mapping[str, Any] | None:
 class Replayer:
     """One gateway process and the fake upstream it calls, for one shape; records into `stats`."""
 
-    def __init__(self, stack: ExitStack, pcp: Mapping[str, Any], name: str) -> None:
+    def __init__(self, stack: ExitStack, pcp: Mapping[str, Any], name: str, cache: Path | None = None) -> None:
         import httpx
 
         from tests.support.fake_upstream import FakeUpstream
@@ -85,9 +100,18 @@ class Replayer:
 
         self.stats = GatewayStats(replay_budget=int(pcp.get("budget_tokens", 4000)))
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"pcp-evidence-{name}-")))
+        self.data_dir = tmp / "data"
+        self.cache = cache
+        self.name = name
+        self.dump: Any = None
+        if cache is not None and (cache / "data").is_dir():
+            shutil.copytree(cache / "data", self.data_dir)
         self.fake = stack.enter_context(FakeUpstream())
-        # the product's defaults (the test harness pages every request: raw_form off)
-        config = gateway_config(self.fake.url, tmp / "data", embedded=True, pcp={"budget_tokens": 4000, "raw_form": True, **pcp})
+        # the product's defaults (the test harness pages every request: raw_form off); a cached store needs the
+        # same key prefix on every run
+        store = {"key_prefix": f"pcpbench-{name}"} if cache is not None else {}
+        config = gateway_config(self.fake.url, self.data_dir, embedded=True, store=store,
+                                pcp={"budget_tokens": 4000, "raw_form": True, **pcp})
         config["server"]["max_body_bytes"] = 64_000_000  # a LongMemEval history is ~0.5 MB of JSON
         log(f"[{name}] starting the gateway (embedded Redis in {tmp}) ...")
         self.gw = GatewayProcess(config=config, workdir=tmp)
@@ -174,6 +198,13 @@ class Replayer:
                     continue
                 out = judge(conv, q, budget, body.get("messages") or [])
                 out.raw_tokens, out.form = raw, form
+                if self.dump is not None:
+                    self.dump.write(json.dumps({
+                        "shape": self.name, "conversation": conv.id, "question": q.text, "category": q.category,
+                        "budget": budget, "tokens": out.tokens,
+                        "kept": {e: conv.evidence[e].texts for e in out.kept_ids},
+                        "missed": {e: conv.evidence[e].texts for e in out.missed_ids},
+                        "messages": body.get("messages") or []}) + "\n")
                 outcomes.append(out)
                 self.check_tokens(resp, f"B = {budget}", budget, out.tokens)
                 self.stats.rounds[resp.headers.get("x-pcp-rounds", "?")] += 1
@@ -185,9 +216,62 @@ class Replayer:
         return outcomes
 
 
+    def keep(self, conversations: Sequence[str]) -> None:
+        """Stop the gateway (Redis flushes its append-only file), copy the store and the replay's statistics into
+        the cache, and start again on the same store."""
+        assert self.cache is not None
+        self.gw.stop()
+        if self.cache.exists():
+            shutil.rmtree(self.cache)
+        shutil.copytree(self.data_dir, self.cache / "data")
+        (self.cache / "replay.json").write_text(json.dumps(
+            {"conversations": list(conversations), "revision": git_revision(), "stats": stats_to_json(self.stats)}))
+        log(f"kept the replayed store in {self.cache}")
+        self.gw.start(timeout=300.0)
+
+
+def git_revision() -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
+                             text=True, timeout=10)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def cached_replay(cache: Path | None, data: Dataset) -> dict[str, Any] | None:
+    """The cache's record when it holds this shape's conversations, else None (the cache is rebuilt)."""
+    if cache is None or not (cache / "replay.json").is_file() or not (cache / "data").is_dir():
+        return None
+    record: dict[str, Any] = json.loads((cache / "replay.json").read_text())
+    if set(record.get("conversations", ())) != {c.id for c in data.conversations}:
+        log(f"[{data.name}] {cache} holds other conversations; replaying again")
+        return None
+    return record
+
+
 def run_gateway(data: Dataset, budgets: Sequence[int], stack: ExitStack, pcp: Mapping[str, Any],
-                baselines: Mapping[str, Baselines]) -> tuple[list[Outcome], GatewayStats]:
-    rep = Replayer(stack, pcp, data.name)
+                baselines: Mapping[str, Baselines], cache_root: Path | None = None, dump: Path | None = None
+                ) -> tuple[list[Outcome], GatewayStats]:
+    cache = cache_root / data.name if cache_root is not None else None
+    record = cached_replay(cache, data)
+    rep = Replayer(stack, pcp, data.name, cache)
+    if dump is not None:
+        rep.dump = stack.enter_context(dump.open("a", encoding="utf-8"))
+    if cache is not None:
+        if record is not None:
+            rep.stats = stats_from_json(record["stats"])
+            log(f"[{data.name}] asking on the store replayed by {record.get('revision')} ({cache}); "
+                f"this checkout is {git_revision()}")
+        else:
+            for conv in data.conversations:
+                t0 = time.perf_counter()
+                rep.replay(conv)
+                rep.wait_pending(conv)
+                rep.stats.replay_s += time.perf_counter() - t0
+                log(f"[{data.name}] replayed {conv.id} in {time.perf_counter() - t0:.1f}s")
+            rep.keep([c.id for c in data.conversations])
+        return ask_all(rep, data, budgets, baselines), rep.stats
     outcomes: list[Outcome] = []
     total = sum(len(c.questions) for c in data.conversations) * len(budgets)
     for ci, conv in enumerate(data.conversations, 1):
@@ -207,6 +291,17 @@ def run_gateway(data: Dataset, budgets: Sequence[int], stack: ExitStack, pcp: Ma
             f"{len(conv.questions) * len(budgets)} question requests in {t3 - t2:.1f}s; {done}/{total} done, "
             f"{rep.stats.questions_s / max(done, 1) * 1000:.0f} ms/request")
     return outcomes, rep.stats
+
+
+def ask_all(rep: Replayer, data: Dataset, budgets: Sequence[int], baselines: Mapping[str, Baselines]
+            ) -> list[Outcome]:
+    outcomes: list[Outcome] = []
+    for conv in data.conversations:
+        t0 = time.perf_counter()
+        outcomes += rep.ask(conv, budgets, baselines[conv.id])
+        rep.stats.questions_s += time.perf_counter() - t0
+    log(f"[{data.name}] {len(outcomes)} question requests in {rep.stats.questions_s:.1f}s")
+    return outcomes
 
 
 def run_baselines(data: Dataset, budgets: Sequence[int], baselines: Mapping[str, Baselines]
@@ -273,6 +368,10 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
                         help="longmemeval_s_dev.json.xz (read in place)")
     parser.add_argument("--pcp", action="append", default=[], metavar="KEY=VALUE",
                         help="override a pcp setting of the gateway under test (YAML value), e.g. --pcp recent_turns=1")
+    parser.add_argument("--replay-cache", type=Path, default=None, metavar="DIR",
+                        help="keep the replayed store in DIR/<shape> and ask on it in later runs (see above)")
+    parser.add_argument("--dump", type=Path, default=None, metavar="FILE",
+                        help="append each question request's messages and outcome to FILE as JSON lines")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.dataset.split(",") if n.strip()]
     unknown = [n for n in names if n not in SHAPES]
@@ -311,7 +410,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.no_gateway:
             with ExitStack() as stack:
                 try:
-                    gw, stats = run_gateway(data, budgets, stack, overrides, baselines)
+                    gw, stats = run_gateway(data, budgets, stack, overrides, baselines, args.replay_cache,
+                                            args.dump)
                 except KeyboardInterrupt:
                     log("interrupted; stopping the gateway and the fake upstream")
                     return 130

@@ -59,6 +59,26 @@ class GatewayStats:
     replay_forms: Counter[str] = field(default_factory=Counter)
 
 
+def stats_to_json(stats: GatewayStats) -> dict[str, object]:
+    return {k: dict(v) if isinstance(v, dict) else v for k, v in vars(stats).items()}
+
+
+def stats_from_json(record: Mapping[str, object]) -> GatewayStats:
+    """The inverse of `stats_to_json` (a replay kept by ``--replay-cache``)."""
+    stats = GatewayStats()
+    for key, value in record.items():
+        current = getattr(stats, key, None)
+        if isinstance(current, Counter):
+            current.update(value)  # type: ignore[arg-type]
+        elif isinstance(current, defaultdict):
+            current.update(value)  # type: ignore[call-overload]
+        elif key == "replay_fit":
+            stats.replay_fit = [(int(s), int(r)) for s, r in value]  # type: ignore[attr-defined, union-attr]
+        elif hasattr(stats, key):
+            setattr(stats, key, value)
+    return stats
+
+
 def mean(xs: Iterable[float]) -> float:
     values = list(xs)
     return sum(values) / len(values) if values else float("nan")
