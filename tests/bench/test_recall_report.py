@@ -41,3 +41,17 @@ def test_write_docs_refuses_a_file_without_the_markers(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="not found"):
         write_docs(doc, {"locomo": "results"}, {}, ORDER)
     assert doc.read_text(encoding="utf-8") == "# Benchmarks\n"
+
+
+def test_a_replay_kept_by_replay_cache_gives_back_its_statistics() -> None:
+    import json
+
+    from bench.recall_report import GatewayStats, stats_from_json, stats_to_json
+
+    stats = GatewayStats(replay_budget=2000, replay_requests=3, replay_s=1.5, replay_fit=[(10, 12), (20, 25)])
+    stats.header_over["replay"] += 1
+    stats.replay_forms["paged"] += 2
+    stats.router_ms["conv"].append(3.0)
+    stats.errors.append("500: boom")
+    back = stats_from_json(json.loads(json.dumps(stats_to_json(stats))))
+    assert back == stats and back.router_ms["new"] == []  # still a defaultdict
