@@ -30,7 +30,7 @@ from redis.exceptions import RedisError
 from gateway.core import LineHolds, Page, PageType, Step, View, background_line, line_holds, summary_fits_line
 from gateway.adapters.store_keys import ThreadKey, ThreadKeys, tenant_threads_key, threads_key
 from gateway.core.budget import DAY_OVERHEAD
-from gateway.core.lexical import LEXICON, restem
+from gateway.core.lexical import LEXICON, restem, term_counts
 from gateway.core.postings import Postings
 from gateway.errors import StoreUnavailable
 
@@ -71,6 +71,27 @@ class Manifest:
     length: int
     anchor: str = ""
     line: LineHolds = LineHolds.LEAD  # what the page's background line carries whole
+    # the term counts of the user's own messages (the anchor) — a question about the user is matched on them
+    # (gateway.service.router); None: the whole page's (a consolidated page, or one stored without its anchor)
+    user_terms: Mapping[str, int] | None = None
+    user_length: int = 0
+
+    @property
+    def own_terms(self) -> Mapping[str, int]:
+        """What the user said in the page, as term counts (the whole page's when that is unknown)."""
+        return self.terms if self.user_terms is None else self.user_terms
+
+    @property
+    def own_length(self) -> int:
+        return self.length if self.user_terms is None else self.user_length
+
+
+def user_terms(page: Page, anchor: str | None) -> dict[str, int] | None:
+    """The term counts of an original page's user messages (``anchor``), derived once per process per manifest;
+    None for a consolidated page (its summary speaks for everyone) or when the anchor is not stored."""
+    if page.type is not PageType.ORIGINAL or anchor is None:
+        return None
+    return term_counts(anchor)
 
 
 @dataclass(frozen=True)
@@ -85,6 +106,7 @@ class NewPage:
     anchor: str = ""
     line: LineHolds = LineHolds.LEAD
     messages: str = ""  # an Original page's messages when its content cannot give them back (gateway.core.original)
+    user_vector: npt.NDArray[np.float32] | None = None  # the embedding of the user's own messages, when not the page's
 
     @classmethod
     def of(
@@ -95,22 +117,32 @@ class NewPage:
         vector: npt.NDArray[np.float32] | None = None,
         anchor: str = "",
         messages: str = "",
+        user_vector: npt.NDArray[np.float32] | None = None,
     ) -> NewPage:
         """``page`` (with its content) and what the request path needs of it, derived here once."""
-        return cls(page, count(page.summary), count(background_line(page)), terms, vector, anchor, line_holds(page), messages)
+        return cls(page, count(page.summary), count(background_line(page)), terms, vector, anchor, line_holds(page), messages,
+                   user_vector)
 
     def manifest(self) -> Manifest:
         """The manifest as stored and read back: the page without its content."""
         page = replace(self.page, content="")
-        return Manifest(page, self.summary_tokens, self.background_tokens, self.terms, sum(self.terms.values()), self.anchor, self.line)
+        mine = user_terms(page, self.anchor)
+        return Manifest(page, self.summary_tokens, self.background_tokens, self.terms, sum(self.terms.values()), self.anchor,
+                        self.line, mine, sum(mine.values()) if mine else 0)
 
 
 def encode_vector(vector: npt.NDArray[np.float32]) -> str:
     return base64.b64encode(vector.astype(np.float16).tobytes()).decode("ascii")
 
 
-def decode_vector(raw: str) -> npt.NDArray[np.float32]:
+def decode_vector(raw: str | bytes) -> npt.NDArray[np.float32]:
     return np.frombuffer(base64.b64decode(raw), dtype=np.float16).astype(np.float32)
+
+
+def user_vector_field(page_id: str) -> str:
+    """The vector hash's field of a page's second embedding, of the user's own messages (a field of its own, so
+    that a gateway that does not know it reads the page's embedding as before)."""
+    return f"{page_id}:user"
 
 
 def manifest_json(new: NewPage) -> str:
@@ -160,7 +192,10 @@ def parse_manifest(page_id: str, raw: str, content: str = "") -> Manifest:
     background = data["background_tokens"]
     if data.get("lines", 1) != LINES:  # counted with the date on the line, which now heads its day's lines
         background = max(background - DAY_OVERHEAD, 1)
-    return Manifest(page, data["summary_tokens"], background, counts, length, data.get("anchor", ""), line)
+    anchor = data.get("anchor")
+    mine = user_terms(page, anchor)
+    return Manifest(page, data["summary_tokens"], background, counts, length, anchor or "", line, mine,
+                    sum(mine.values()) if mine else 0)
 
 
 @contextmanager
@@ -198,16 +233,17 @@ class ManifestCache:
 
 _ADD_PAGES = """
 -- KEYS: manifest, content, vector, log, messages, version (one thread: one slot)
--- ARGV: a fresh version token, then (id, manifest, content, vector, messages) per page
+-- ARGV: a fresh version token, then (id, manifest, content, vector, messages, user vector field, user vector) per page
 -- New pages change no stored one: the version is only set if the thread has none yet
 redis.call('SET', KEYS[6], ARGV[1], 'NX')
 local added = {}
-for i = 2, #ARGV, 5 do
+for i = 2, #ARGV, 7 do
   local id = ARGV[i]
   if redis.call('HSETNX', KEYS[1], id, ARGV[i + 1]) == 1 then
     redis.call('HSET', KEYS[2], id, ARGV[i + 2])
     if ARGV[i + 3] ~= '' then redis.call('HSET', KEYS[3], id, ARGV[i + 3]) end
     if ARGV[i + 4] ~= '' then redis.call('HSET', KEYS[5], id, ARGV[i + 4]) end
+    if ARGV[i + 6] ~= '' then redis.call('HSET', KEYS[3], ARGV[i + 5], ARGV[i + 6]) end
     redis.call('RPUSH', KEYS[4], id)
     added[#added + 1] = id
   end
@@ -254,6 +290,7 @@ class _Known:
         self.manifests: dict[str, Manifest] = {}
         self.parents: dict[str, str | None] = {}
         self.postings = Postings()  # the manifests' term counts by term
+        self.user_postings = Postings()  # the same for the user's own messages (Manifest.own_terms)
 
 
 class PageCache:
@@ -320,6 +357,7 @@ class ThreadSnapshot:
             manifest = known.manifests[page_id] = self._store._parsed.get(scope, page_id, raw)
             known.parents[page_id] = parent
             known.postings.add(page_id, manifest.terms)
+            known.user_postings.add(page_id, manifest.own_terms)
             self._absent.discard(page_id)
 
     def _unread(self, ids: Sequence[str]) -> list[str]:
@@ -364,6 +402,11 @@ class ThreadSnapshot:
     def postings(self) -> Postings:
         """The term counts of the pages this process knows of the thread, by term (see gateway.core.postings)."""
         return self._known.postings
+
+    @property
+    def user_postings(self) -> Postings:
+        """The same for the user's own messages (see `Manifest.own_terms`)."""
+        return self._known.user_postings
 
     def last_seen(self, ids: Sequence[str]) -> dict[str, datetime]:
         seen = self._seen
@@ -462,7 +505,8 @@ class RedisStore:
         args: list[str] = []
         for new in items:
             vector = encode_vector(new.vector) if new.vector is not None else ""
-            args += [new.page.id, manifest_json(new), new.page.content, vector, new.messages]
+            mine = encode_vector(new.user_vector) if new.user_vector is not None else ""
+            args += [new.page.id, manifest_json(new), new.page.content, vector, new.messages, user_vector_field(new.page.id), mine]
         with store_errors():
             reply = await self._redis.eval(
                 _ADD_PAGES, 6, keys.manifest, keys.content, keys.vector, keys.log, keys.messages, keys.version, new_version(), *args
@@ -518,13 +562,19 @@ class RedisStore:
                 contents, kept = await pipe.execute()
         return [(i, content or "", messages) for i, content, messages in zip(ids, contents, kept)]
 
-    async def vectors(self, thread: ThreadKey, ids: Sequence[str]) -> dict[str, npt.NDArray[np.float32]]:
-        """Content embeddings of the pages among `ids` that have one."""
+    async def vectors(self, thread: ThreadKey, ids: Sequence[str], user: bool = False) -> dict[str, npt.NDArray[np.float32]]:
+        """Content embeddings of the pages among `ids` that have one; with ``user``, of the user's own messages
+        (the content's where the page has no separate one)."""
         if not ids:
             return {}
+        fields = [user_vector_field(i) for i in ids] + list(ids) if user else list(ids)
         with store_errors():
-            raws = await self._redis.hmget(self.keys(thread).vector, list(ids))
-        return {page_id: decode_vector(raw) for page_id, raw in zip(ids, raws) if raw is not None}
+            raws = await self._redis.hmget(self.keys(thread).vector, fields)
+        found = {page_id: decode_vector(raw) for page_id, raw in zip(ids, raws) if raw is not None}
+        if user:  # the page's own where it has no second one
+            page = raws[len(ids):]
+            found.update({i: decode_vector(raw) for i, raw in zip(ids, page) if raw is not None and i not in found})
+        return found
 
     async def parents(self, thread: ThreadKey, ids: Sequence[str]) -> dict[str, str]:
         """The containing consolidated page of each of `ids` that has one."""

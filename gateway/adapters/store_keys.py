@@ -6,7 +6,8 @@ so a thread's keys share one slot and its multi-key transactions and scripts sta
 - `...:manifest`  hash   page id -> JSON manifest (everything but the content, plus the token counts
                          of its summary and background line, its term counts and its anchor text)
 - `...:content`   hash   page id -> page content
-- `...:vector`    hash   page id -> embedding of the page content (base64 float16)
+- `...:vector`    hash   page id -> embedding of the page content (base64 float16); `<page id>:user` -> embedding of
+                          its user's own messages (pages with a reply)
 - `...:messages`  hash   page id -> an Original page's messages as JSON, only where its content cannot
                          give them back exactly (gateway.core.original)
 - `...:log`       list   ids of original pages in the order they were first stored (consolidation input)

@@ -18,7 +18,8 @@ conversation that spans months a relevant old page must still beat a less releva
 
 An option is worth ``priority ** RELEVANCE_POWER x coverage x detail_tokens`` (see :data:`RELEVANCE_POWER`):
 the share of the page it shows, in the page's own tokens, since a page that says more is likelier to hold what
-is asked. A whole line of a page is then worth about its priority per token, whatever the page's length, and an
+is asked — in the tokens that can hold it (``worth_tokens``: for a question about the user, the user's own words,
+not the replies around them; :func:`gateway.core.excerpt.speaking_share`). A whole line of a page is then worth about its priority per token, whatever the page's length, and an
 excerpt that holds most of a long page's worth in a few tokens is worth much more. The context is filled by the best value per token: starting from
 nothing, the step with the highest added value per added token is taken next — a line for one page, a larger
 excerpt or the Detail node for another — while it fits. So a high-priority page gets Detail only when that beats
@@ -151,6 +152,7 @@ class Candidate:
     line_coverage: float | None = None
     pinned: bool = False
     detail: bool = True
+    worth_tokens: int | None = None  # the tokens that can hold what is asked (default: detail_tokens)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.relevance <= 1.0:
@@ -163,9 +165,16 @@ class Candidate:
             raise ValueError(f"candidate {self.id}: an excerpt needs tokens >= 0 and coverage in [0, 1]")
         object.__setattr__(self, "timestamp", utc(self.timestamp))
         object.__setattr__(self, "written", self.timestamp if self.written is None else utc(self.written))
+        if self.worth_tokens is not None and not 0 <= self.worth_tokens <= self.detail_tokens:
+            raise ValueError(f"candidate {self.id}: worth_tokens must be in [0, detail_tokens]")
         if self.line_coverage is None:
             share = 1.0 if self.content_on_line else _share(self.background_tokens, self.detail_tokens)
             object.__setattr__(self, "line_coverage", share)
+
+    @property
+    def worth(self) -> int:
+        """The page's tokens an option's coverage is a share of, in its value (``worth_tokens``, or all of them)."""
+        return self.detail_tokens if self.worth_tokens is None else self.worth_tokens
 
     @property
     def day(self) -> date:
@@ -368,7 +377,7 @@ def _fit(
         step = _next_step(options[candidate.id], current, room)
         if step is not None:
             paid = step.cost - current.cost
-            value = ranks[candidate.id] ** RELEVANCE_POWER * (step.coverage - current.coverage) * max(candidate.detail_tokens, 1)
+            value = ranks[candidate.id] ** RELEVANCE_POWER * (step.coverage - current.coverage) * max(candidate.worth, 1)
             heapq.heappush(heap, (-(value / paid) if paid > 0 else -math.inf, at, step))
 
     for at in range(len(order)):

@@ -41,6 +41,7 @@ __all__ = [
     "line_coverage",
     "query_source",
     "render_excerpt",
+    "speaking_share",
     "units_of",
 ]
 
@@ -197,12 +198,17 @@ def _body(unit: Unit) -> str:
 
 
 def _coverage(
-    held: Sequence[frozenset[str]], weights: Mapping[str, float], strength: float, units: Sequence[Unit], inside: Sequence[int]
+    held: Sequence[frozenset[str]], weights: Mapping[str, float], strength: float, units: Sequence[Unit], inside: Sequence[int],
+    source: str | None = None,
 ) -> float:
     """The share of a page the units ``inside`` hold: as much of it as the page matches the query (its
-    strength) goes by the weight of the query terms they hold, the rest by their tokens."""
-    total_tokens = sum(unit.tokens for unit in units)
-    by_tokens = sum(units[i].tokens for i in inside) / total_tokens if total_tokens else 0.0
+    strength) goes by the weight of the query terms they hold, the rest by their tokens — with ``source``, by
+    the tokens of that role's units alone (a fact about the user is in the user's words, never in a reply's:
+    a Detail node is then worth no more than the user's messages, and the budget shows more pages instead)."""
+    speaking = [i for i, unit in enumerate(units) if source is None or unit.speaker.startswith(source)] or range(len(units))
+    total_tokens = sum(units[i].tokens for i in speaking)
+    mine = set(speaking)
+    by_tokens = sum(units[i].tokens for i in inside if i in mine) / total_tokens if total_tokens else 0.0
     every = sum(weights[t] for found in held for t in found)
     chosen = sum(weights[t] for i in inside for t in held[i])
     by_match = chosen / every if every > 0 else 0.0
@@ -275,8 +281,18 @@ def excerpt_options(
         tokens = count(text) if k <= EXACT_OPTIONS else _estimate(units, chosen)
         if tokens >= whole:
             break
-        options.append(ExcerptOption(chosen, text, tokens, _coverage(held, weights, strength, units, chosen)))
+        options.append(ExcerptOption(chosen, text, tokens, _coverage(held, weights, strength, units, chosen, source)))
     return tuple(options)
+
+
+def speaking_share(units: Sequence[Unit], source: str | None) -> float:
+    """The share of a page's tokens that can hold what a query asks: with ``source``, that role's units' (a
+    question about the user is answered by the user's words, however long the replies around them); else all."""
+    total = sum(unit.tokens for unit in units)
+    if source is None or not total:
+        return 1.0
+    mine = sum(unit.tokens for unit in units if unit.speaker.startswith(source))
+    return mine / total if mine else 1.0
 
 
 def line_coverage(units: Sequence[Unit], weights: Mapping[str, float], line: str, source: str | None = None) -> float:
@@ -285,4 +301,4 @@ def line_coverage(units: Sequence[Unit], weights: Mapping[str, float], line: str
     held, strength = _held(units, weights, source)
     # verbatim only: a line collapses whitespace, which loses a message's line breaks (and a code block's shape)
     inside = [i for i, unit in enumerate(units) if _body(unit) in line]
-    return _coverage(held, weights, strength, units, inside)
+    return _coverage(held, weights, strength, units, inside, source)

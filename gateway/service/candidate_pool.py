@@ -36,7 +36,7 @@ def candidate_pool(
     seen: Mapping[str, datetime],
     now: datetime,
     room: int,
-    excerpts: Mapping[str, tuple[float | None, tuple[ExcerptOption, ...]]],
+    excerpts: Mapping[str, tuple[float | None, tuple[ExcerptOption, ...], float]],
     must: set[str],
     spare: int = 1,
 ) -> tuple[list[str], list[Outside]]:
@@ -59,7 +59,7 @@ def candidate_pool(
     ranked.sort()
     if cheapest is None or room <= 0:
         return list(roots), []
-    for _, options in excerpts.values():
+    for _, options, _ in excerpts.values():
         cheapest = min([cheapest, *(option.tokens + 1 for option in options)])
     size = spare * (room // cheapest + 1)
     chosen = {r for _, _, r in ranked[:size]} | must
@@ -68,7 +68,8 @@ def candidate_pool(
         if r in must:
             continue
         manifest = manifests[r]
-        line, options = excerpts.get(r, (None, ()))
+        # its value counted on all its tokens (not only those that can hold the answer): still an upper bound
+        line, options, _ = excerpts.get(r, (None, (), 1.0))
         rest.append(
             outside(
                 -negative,

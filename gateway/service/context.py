@@ -54,7 +54,7 @@ from gateway.core.instructions import InstructionCosts, instruction_costs
 from gateway.core.original import kept_messages
 from gateway.core.rounds import ZoomNames
 from gateway.errors import ContextLengthExceeded, InvalidRequest
-from gateway.core.excerpt import ExcerptOption, Unit, excerpt_options, line_coverage, query_source, units_of
+from gateway.core.excerpt import ExcerptOption, Unit, excerpt_options, line_coverage, query_source, speaking_share, units_of
 from gateway.core.lexical import idf_weights, term_counts, terms
 from gateway.core.postings import Documents
 from gateway.core.scaffolding import Layout, compile_pins, decide, scaffolding_blocks
@@ -211,11 +211,19 @@ class ContextBuilder:
                 # conversation order wherever pages are sorted by time (rendering shows whole seconds)
                 moment = now + timedelta(microseconds=position)
                 fresh[block_id] = (original_page(block, moment, count), block)
-        pages = [page for page, _ in fresh.values()]
-        vectors = list(await self._embedder.embed([p.content for p in pages])) if self._embedder and pages else [None] * len(pages)
+        entries = list(fresh.values())
+        pages = [page for page, _ in entries]
+        # a page where others speak too gets a second embedding, of the user's own messages: a question about the
+        # user is matched on it (gateway.service.router)
+        own = [i for i, (_, block) in enumerate(entries)
+               if block.anchor_text and any(m.get("role") != "user" for m in block.messages)]
+        texts = [p.content for p in pages] + [entries[i][1].anchor_text for i in own]
+        vectors: list[Any] = list(await self._embedder.embed(texts)) if self._embedder and pages else [None] * len(texts)
+        user_vectors = dict(zip(own, vectors[len(pages):]))
         new = [
-            NewPage.of(page, count, term_counts(page.content), vector, block.anchor_text, kept_messages(block))
-            for (page, block), vector in zip(fresh.values(), vectors)
+            NewPage.of(page, count, term_counts(page.content), vectors[i], block.anchor_text, kept_messages(block),
+                       user_vectors.get(i))
+            for i, (page, block) in enumerate(entries)
         ]
         added = await self._store.add_pages(thread, new, now.timestamp(), snapshot)
         return ids, added
@@ -408,8 +416,12 @@ class ContextBuilder:
         previous = manifests.get(ids[-1]) if ids else None
         if ids and previous is None:
             previous = (await snapshot.manifests(ids[-1:])).get(ids[-1])
-        documents = snapshot.postings.documents([m.page.id for m in scored], [m.length for m in scored])
-        selection = await self._router.select(thread, query, previous.page.summary if previous else None, scored, documents)
+        scored_ids = [m.page.id for m in scored]
+        documents = snapshot.postings.documents(scored_ids, [m.length for m in scored])
+        selection = await self._router.select(
+            thread, query, previous.page.summary if previous else None, scored, documents,
+            lambda: snapshot.user_postings.documents(scored_ids, [m.own_length for m in scored]),
+        )
         relevance = dict(selection.relevance)
         for container, pages in folded.items():
             relevance[container] = CONTAINER_SHARE * max((relevance[p] for p in pages), default=0.0)
@@ -428,7 +440,7 @@ class ContextBuilder:
         wanted: ViewState,
         seen: datetime | None,
         opened: bool,
-        excerpts: tuple[float | None, tuple[ExcerptOption, ...]] | None,
+        excerpts: tuple[float | None, tuple[ExcerptOption, ...], float] | None,
         full: bool,
     ) -> Candidate:
         page = manifest.page
@@ -438,7 +450,7 @@ class ContextBuilder:
                 manifests[kid].page.tokens if view_of(wanted, kid) is View.DETAIL else manifests[kid].summary_tokens
                 for kid in tree.kids(page.id)
             ) + 40 * len(tree.kids(page.id))
-        line, options = excerpts or (None, ())
+        line, options, share = excerpts or (None, (), 1.0)
         # a page the model opened itself stays a node: it asked for that view, and a line would invite it
         # to open the page again
         on_line = manifest.line is LineHolds.CONTENT and not opened
@@ -458,6 +470,7 @@ class ContextBuilder:
             line_coverage=1.0 if on_line else line,
             pinned=opened,
             detail=full,
+            worth_tokens=round(page.tokens * share) if share < 1.0 else None,
         )
 
     def _verbatim_from(
@@ -483,8 +496,9 @@ class ContextBuilder:
 
     def _excerpts(
         self, thread: ThreadKey, page: Page, weights: Mapping[str, float], counter: TokenCounter, source: str | None
-    ) -> tuple[float | None, tuple[ExcerptOption, ...]]:
-        """A page's line coverage and excerpt options for this query; its units are computed once per page."""
+    ) -> tuple[float | None, tuple[ExcerptOption, ...], float]:
+        """A page's line coverage, excerpt options and speaking share (`speaking_share`) for this query; its units
+        are computed once per page."""
         key = (thread.scope, page.id)
         units = self._units.get(key)
         if units is None:
@@ -495,8 +509,8 @@ class ContextBuilder:
         else:
             self._units.move_to_end(key)
         if not units:
-            return None, ()
+            return None, (), 1.0
         entry = counter.count(excerpt_entry(page.id, ""))
         options = excerpt_options(units, weights, counter.count, source)
         shifted = tuple(replace(option, tokens=option.tokens + entry) for option in options)
-        return line_coverage(units, weights, background_line(page), source), shifted
+        return line_coverage(units, weights, background_line(page), source), shifted, speaking_share(units, source)

@@ -23,7 +23,7 @@ import logging
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +34,7 @@ from gateway.adapters.redis_store import Manifest, RedisStore, ThreadKey
 from gateway.adapters.upstream import Upstream
 from gateway.config import PcpSettings
 from gateway.core import View, iso_time, lead_text
+from gateway.core.excerpt import query_source
 from gateway.core.lexical import bm25, drop_common_words, is_low_information, terms
 from gateway.core.postings import Documents
 from gateway.errors import GatewayError
@@ -122,13 +123,14 @@ class Router:
         self._settings = settings
         self.vectors = VectorCache()
 
-    async def _semantic(self, thread: ThreadKey, match_text: str, ids: Sequence[str]) -> list[float]:
+    async def _semantic(self, thread: ThreadKey, match_text: str, ids: Sequence[str], user: bool = False) -> list[float]:
+        """Cosine of the query with each page's embedding (with ``user``, the embedding of the user's own messages)."""
         if self._embedder is None or not ids:
             return [0.0] * len(ids)
-        scope = f"{thread.tenant}:{thread.thread}"
+        scope = f"{thread.tenant}:{thread.thread}" + (" user" if user else "")
         found, missing = self.vectors.get_many(scope, ids)
         if missing:
-            fetched = await self._store.vectors(thread, missing)
+            fetched = await self._store.vectors(thread, missing, user)
             self.vectors.put_many(scope, fetched)
             found.update(fetched)
         query = (await self._embedder.embed([match_text]))[0]
@@ -141,21 +143,33 @@ class Router:
         previous_summary: str | None,
         roots: Sequence[Manifest],
         documents: Documents | None = None,
+        own: Callable[[], Documents | None] | None = None,
     ) -> Selection:
         """Relevance and views for ``roots`` (in conversation order); ``documents``, the same pages over the
-        thread's postings, gives the lexical statistics without looking at every page (the same numbers)."""
+        thread's postings, gives the lexical statistics without looking at every page (the same numbers), and
+        ``own`` gives the same for the user's own messages, on which a question about the user is matched."""
         match_text = reconstruct_query(query, previous_summary)
         ids = [m.page.id for m in roots]
         counts = [m.terms for m in roots]
-        if documents is not None:
-            lexical = _normalised(documents.bm25(terms(match_text), neighbours=WINDOW_SHARE))
-            common = documents.drop_common_words(match_text, COMMON_SHARE)
+        query_terms = terms(match_text)
+        about_user = query_source(match_text) == "user"
+        if about_user:
+            # what the user said about themselves is in their messages; a long reply that repeats the question's
+            # words (advice on lenses) outscores the one line that says which lens, and only by its length
+            mine = own() if own is not None else None
+            lexical = _normalised(
+                mine.bm25(query_terms, neighbours=WINDOW_SHARE) if mine is not None
+                else bm25(query_terms, [m.own_terms for m in roots], [m.own_length for m in roots], neighbours=WINDOW_SHARE)
+            )
+        elif documents is not None:
+            lexical = _normalised(documents.bm25(query_terms, neighbours=WINDOW_SHARE))
         else:
-            lexical = _normalised(bm25(terms(match_text), counts, [m.length for m in roots], neighbours=WINDOW_SHARE))
-            common = drop_common_words(match_text, counts, COMMON_SHARE)
+            lexical = _normalised(bm25(query_terms, counts, [m.length for m in roots], neighbours=WINDOW_SHARE))
+        common = (documents.drop_common_words(match_text, COMMON_SHARE) if documents is not None
+                  else drop_common_words(match_text, counts, COMMON_SHARE))
         # the embedding has no IDF: words in most pages (the participants' names) only pull it towards pages that
         # mention them (on LoCoMo, leaving them out adds ~0.01 recall at 2k and 4k)
-        semantic = _normalised(await self._semantic(thread, common, ids))
+        semantic = _normalised(await self._semantic(thread, common, ids, about_user))
         combined = _with_neighbours([LEXICAL_WEIGHT * lx + SEMANTIC_WEIGHT * sm for lx, sm in zip(lexical, semantic)])
         relevance = dict(zip(ids, _normalised(combined)))
         shortlist = sorted(ids, key=lambda i: -relevance[i])[: self._settings.shortlist]

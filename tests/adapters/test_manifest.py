@@ -62,3 +62,18 @@ def test_stems_stored_before_irregular_forms_meet_their_base_word_when_read() ->
     data.update(lexicon=2, terms={"bought": 1, "boat": 1, "agre": 1}, length=3)  # lexicon 2 left "bought" as is
     stored = parse_manifest(page.id, json.dumps(data))
     assert (dict(stored.terms), stored.length) == ({"buy": 1, "boat": 1, "agre": 1}, 3)  # stems stay as stored
+
+
+def test_the_users_own_words_are_read_from_the_stored_anchor() -> None:
+    page = _page("The cat sleeps on the mat in the garden shed.")
+    anchor = "Where is the cat?\nok"
+    new = NewPage.of(page, len, term_counts(page.content), anchor=anchor)
+    for manifest in (new.manifest(), parse_manifest(page.id, manifest_json(new))):
+        assert manifest.own_terms == term_counts(anchor) and "garden" in manifest.terms
+    # a manifest stored without its anchor, and a consolidated page, speak for the whole page
+    data = json.loads(manifest_json(new))
+    del data["anchor"]
+    assert parse_manifest(page.id, json.dumps(data)).own_terms == parse_manifest(page.id, json.dumps(data)).terms
+    data = json.loads(manifest_json(new))
+    data.update(type="Consolidated", source_ids=["aaaaaaaaaa"], topic_id="t1")
+    assert parse_manifest(page.id, json.dumps(data)).own_terms == new.terms

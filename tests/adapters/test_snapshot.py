@@ -145,3 +145,16 @@ async def test_a_thread_stored_before_versions_gets_one(client: aioredis.Redis, 
     # an empty thread gets none (a deleted thread leaves no key behind)
     await store.snapshot(ThreadKey("tenant", "empty"), ids)
     assert await client.get(store.keys(ThreadKey("tenant", "empty")).version) is None
+
+
+async def test_a_page_keeps_the_embedding_of_the_users_own_words_beside_its_own(client: aioredis.Redis, prefix: str) -> None:
+    import numpy as np
+
+    page_vector, mine = np.array([1.0, 0.0, 0.0], np.float32), np.array([0.0, 1.0, 0.0], np.float32)
+    first, second = _pages(2)
+    store = RedisStore(client, prefix=prefix)
+    await store.add_pages(THREAD, [replace(first, vector=page_vector, user_vector=mine), replace(second, vector=page_vector)], NOW.timestamp())
+    ids = [first.page.id, second.page.id]
+    assert [v.tolist() for v in (await store.vectors(THREAD, ids)).values()] == [page_vector.tolist()] * 2
+    # a page stored without one (or before there were any) answers with its own
+    assert [v.tolist() for v in (await store.vectors(THREAD, ids, user=True)).values()] == [mine.tolist(), page_vector.tolist()]

@@ -84,6 +84,22 @@ def test_a_relevant_page_gets_detail_when_that_beats_more_pages() -> None:
     assert result.background_ids and "rel" not in result.background_ids and result.total_tokens <= 150
 
 
+def test_a_page_is_worth_the_tokens_that_can_hold_the_answer() -> None:
+    # a question about the user: the long reply's page holds the user's 60 words in a 70-token excerpt that covers
+    # them all; the other page is a short exchange shown whole on its line, a little less relevant
+    reply = replace(cand("reply", 1.0, hours=0, detail=600, background=200), line_coverage=0.0, excerpts=(Excerpt(70, 1.0),))
+    short = replace(cand("short", 0.97, hours=0, detail=70, background=70), content_on_line=True, line_coverage=1.0)
+    # counted on all its 600 tokens, the reply's excerpt outweighs the other page many times over ...
+    assert dict(fit([reply, short], budget=75).excerpts) == {"reply": 0}
+    # ... counted on the 60 that can hold a fact about the user, the more relevant per token wins
+    mine = replace(reply, worth_tokens=60)
+    assert fit([mine, short], budget=75).background_ids == ("short",)
+    # and with room for both, the Detail node adds nothing the excerpt does not hold
+    assert fit([mine, short], budget=2_000).views == {}
+    with pytest.raises(ValueError):
+        replace(reply, worth_tokens=601)
+
+
 def test_an_excerpt_is_the_step_between_a_line_and_detail() -> None:
     # a long page whose line holds little: its best-matching messages (40 tokens, two thirds of it) are the step
     page = replace(cand("a", 1.0, detail=400, background=20), line_coverage=0.1,

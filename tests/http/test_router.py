@@ -128,3 +128,57 @@ def test_semantic_match_finds_a_page_without_shared_words(fake: FakeUpstream, tm
         messages = [*history(), {"role": "user", "content": "Which chord voicings for Autumn Leaves?"}, {"role": "assistant", "content": "Drop-2 voicings."}]
         root, _ = ask(gateway, upstream, "and then?", Reply(content="unused"), messages)
         assert any("Autumn Leaves" in t for t in detail_texts(root))
+
+
+ADVICE = (
+    "For portraits a fast lens matters more than the camera: buy a lens with a wide aperture before you buy a new "
+    "camera. A 50mm lens or an 85mm lens on any camera body gives soft backgrounds; if you buy one lens, buy the 85mm "
+    "lens. Keep the camera at eye level and let the lens do the work."
+)
+
+
+def test_a_question_about_the_user_is_matched_on_what_the_user_said(routed: GatewayProcess, upstream: FakeUpstream) -> None:
+    """Long replies that repeat the question's words (lens advice) must not outrank the user's own one-line
+    mention of the answer: a first-person question is matched on the user's messages."""
+    messages = history()[:8]
+    messages += [{"role": "user", "content": "Any tips for portraits indoors?"}, {"role": "assistant", "content": ADVICE}]
+    messages += [{"role": "user", "content": "And for landscapes at dawn?"}, {"role": "assistant", "content": ADVICE.replace("portraits", "landscapes")}]
+    messages += history()[8:]
+    messages += [{"role": "user", "content": "I bought the Sigma 35mm lens for my camera yesterday."}, {"role": "assistant", "content": "Great choice!"}]
+    messages += [{"role": "user", "content": "What should I cook tonight?"}, {"role": "assistant", "content": "A risotto."}]
+    root, _ = ask(routed, upstream, "Which lens did I buy for my camera?", Reply(content='{"detail": [], "summary": []}'), messages)
+    sigma = node_id_with(root, "Sigma 35mm")
+    router_request = [r for r in upstream.chat_requests if is_router_call(r)][-1].body
+    assert router_request is not None
+    shortlist = re.findall(r"^- id=([0-9a-f]+)", router_request["messages"][1]["content"], re.MULTILINE)
+    assert shortlist[0] == sigma  # the shortlist is in relevance order
+    # a question about the assistant's advice is still matched on everything said
+    root, _ = ask(routed, upstream, "Which lens did you tell me to buy for portraits?", Reply(content='{"detail": [], "summary": []}'), messages)
+    router_request = [r for r in upstream.chat_requests if is_router_call(r)][-1].body
+    assert router_request is not None
+    shortlist = re.findall(r"^- id=([0-9a-f]+)", router_request["messages"][1]["content"], re.MULTILINE)
+    assert shortlist[0] == node_id_with(root, "Any tips for portraits")
+
+
+def test_ingest_embeds_the_users_own_words_beside_the_whole_page(fake: FakeUpstream, upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> None:
+    import redis
+
+    from gateway.adapters.embedded_redis import EmbeddedRedis
+    from gateway.adapters.redis_store import decode_vector
+
+    workdir = tmp_path_factory.mktemp("own-words")
+    server = EmbeddedRedis(workdir / "redis")
+    url, prefix = server.start(), "pcpown"
+    try:
+        config = gateway_config(fake.url, workdir / "data", store={"redis_url": url, "key_prefix": prefix}, pcp={"consolidation": False})
+        with GatewayProcess(config=config, workdir=workdir) as gateway:
+            ask(gateway, upstream, "Which lens did I buy?", Reply(content="unused"))
+        store = redis.Redis.from_url(url, decode_responses=True)
+        fields = {k: v for key in store.scan_iter(match=f"{prefix}:*:vector") for k, v in store.hgetall(key).items()}
+        pages = [k for k in fields if not k.endswith(":user")]
+        assert len(pages) == len(FACTS) and set(fields) == {*pages, *(f"{p}:user" for p in pages)}  # one per exchange
+        for page_id in pages:
+            page, mine = decode_vector(fields[page_id]), decode_vector(fields[f"{page_id}:user"])
+            assert page.shape == mine.shape and float(page @ mine) < 0.99  # two different texts were embedded
+    finally:
+        server.stop()
