@@ -15,7 +15,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,8 @@ from redis.exceptions import RedisError
 
 from gateway.core import LineHolds, Page, PageType, Step, View, background_line, line_holds, summary_fits_line
 from gateway.adapters.store_keys import ThreadKey, ThreadKeys, tenant_threads_key, threads_key
-from gateway.core.budget import DAY_OVERHEAD
+from gateway.core.budget import DAY_OVERHEAD, outside_bound
+from gateway.core.pages import utc
 from gateway.core.lexical import LEXICON, restem
 from gateway.core.postings import Postings
 from gateway.errors import StoreUnavailable
@@ -71,6 +73,36 @@ class Manifest:
     length: int
     anchor: str = ""
     line: LineHolds = LineHolds.LEAD  # what the page's background line carries whole
+
+    # Derived once per manifest (a parsed manifest is reused while its stored JSON is unchanged), for the
+    # request path's loops over every top-level page of a thread.
+
+    @cached_property
+    def written_us(self) -> int:
+        """The page's time in whole microseconds since the epoch (UTC): exact, so ages computed from it are the
+        same floats as ``timedelta.total_seconds()`` of the datetimes'."""
+        return micros(self.page.timestamp)
+
+    @cached_property
+    def written_ts(self) -> float:
+        """``utc(page.timestamp).timestamp()``."""
+        return utc(self.page.timestamp).timestamp()
+
+    @cached_property
+    def bound(self) -> tuple[float, int]:
+        """:func:`gateway.core.budget.outside_bound` of the page without excerpts (its line and its nodes)."""
+        return outside_bound(
+            detail_tokens=self.page.tokens, summary_tokens=self.summary_tokens, background_tokens=self.background_tokens,
+            content_on_line=self.line is LineHolds.CONTENT,
+        )  # fmt: skip
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def micros(moment: datetime) -> int:
+    """``moment`` (naive: UTC) in whole microseconds since the epoch."""
+    return (utc(moment) - _EPOCH) // timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)
