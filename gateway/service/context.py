@@ -72,7 +72,7 @@ CONTAINER_SHARE = 0.25  # a laid-open container's relevance: this share of its b
 RECENT_SHARE = 0.25
 QUERY_CHARS = 500  # a longer live message is named in <Query> by its lead: the message itself follows, verbatim
 SKELETON_TOKENS = 65  # the PagedContext's tags and clock around the instructions and the query (cl100k, measured)
-UNIT_CACHE = 4096  # pages whose excerpt units are kept in memory (content is immutable: never stale)
+UNIT_CACHE = 4096  # pages whose excerpt units and background line are kept in memory
 
 
 @dataclass(frozen=True)
@@ -167,7 +167,9 @@ class ContextBuilder:
         self._window_for = window_for
         self._ingest_counter = TokenCounter()
         self._splits = SplitCache()
-        self._units: OrderedDict[tuple[str, str], tuple[Unit, ...]] = OrderedDict()
+        # per page: its excerpt units (content is immutable: never stale), and its background line with the
+        # summary it was made from
+        self._units: OrderedDict[tuple[str, str], tuple[tuple[Unit, ...], str, str]] = OrderedDict()
         # what the instructions' lines cost, per tokenizer, tool names and trace: the same few on every request
         self._explained: dict[tuple[str, str, str, bool], InstructionCosts] = {}
         self._pins = compile_pins(settings.pin)
@@ -486,17 +488,18 @@ class ContextBuilder:
     ) -> tuple[float | None, tuple[ExcerptOption, ...]]:
         """A page's line coverage and excerpt options for this query; its units are computed once per page."""
         key = (thread.scope, page.id)
-        units = self._units.get(key)
-        if units is None:
-            units = units_of(page.content, counter.count)
-            self._units[key] = units
+        cached = self._units.get(key)
+        if cached is None or cached[1] != page.summary:  # the consolidator may rewrite a summary: its line with it
+            cached = (units_of(page.content, counter.count) if cached is None else cached[0], page.summary, background_line(page))
+            self._units[key] = cached
             while len(self._units) > UNIT_CACHE:
                 self._units.popitem(last=False)
         else:
             self._units.move_to_end(key)
+        units, _, line = cached
         if not units:
             return None, ()
         entry = counter.count(excerpt_entry(page.id, ""))
         options = excerpt_options(units, weights, counter.count, source)
         shifted = tuple(replace(option, tokens=option.tokens + entry) for option in options)
-        return line_coverage(units, weights, background_line(page), source), shifted
+        return line_coverage(units, weights, line, source), shifted
