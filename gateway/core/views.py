@@ -24,7 +24,7 @@ Consulting a page hidden inside a container unpacks the containers on its path f
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -108,13 +108,22 @@ class PageTree:
                     raise ValueError(f"page {root} appears twice in the page tree")
                 parents[root] = None
                 continue
-            stack: list[tuple[str, str | None]] = [(root, None)]
+            if root in parents:
+                raise ValueError(f"page {root} appears twice in the page tree")
+            parents[root] = None
+            # preorder: each container's children in order, a child container's subtree before its next sibling
+            stack: list[tuple[str, Iterator[str]]] = [(root, iter(children[root]))]
             while stack:
-                page, parent = stack.pop()
-                if page in parents:
-                    raise ValueError(f"page {page} appears twice in the page tree")
-                parents[page] = parent
-                stack.extend((child, page) for child in reversed(children.get(page, ())))
+                container, kids = stack[-1]
+                for child in kids:
+                    if child in parents:
+                        raise ValueError(f"page {child} appears twice in the page tree")
+                    parents[child] = container
+                    if child in children:
+                        stack.append((child, iter(children[child])))
+                        break
+                else:
+                    stack.pop()
         object.__setattr__(self, "_parents", MappingProxyType(parents))
 
     @classmethod

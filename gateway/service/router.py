@@ -95,21 +95,21 @@ class VectorCache:
             self._items.popitem(last=False)
 
 
-def _with_neighbours(scores: Sequence[float]) -> list[float]:
+def _with_neighbours(scores: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """Each page's score plus a share of its neighbours' in conversation order: the turns around a match
-    are often the ones that answer (on LoCoMo this lifts evidence within the top 24 pages from 0.72 to 0.75)."""
-    smoothed = list(scores)
-    for i in range(len(scores)):
-        if i > 0:
-            smoothed[i] += NEIGHBOUR_SHARE * scores[i - 1]
-        if i + 1 < len(scores):
-            smoothed[i] += NEIGHBOUR_SHARE * scores[i + 1]
+    are often the ones that answer (on LoCoMo this lifts evidence within the top 24 pages from 0.72 to 0.75).
+    Elementwise: the same floats as adding the one before, then the one after, page by page."""
+    smoothed = scores.copy()
+    smoothed[1:] += NEIGHBOUR_SHARE * scores[:-1]
+    smoothed[:-1] += NEIGHBOUR_SHARE * scores[1:]
     return smoothed
 
 
-def _normalised(scores: Sequence[float]) -> list[float]:
-    top = max(scores, default=0.0)
-    return [max(s, 0.0) / top if top > 0 else 0.0 for s in scores]
+def _normalised(scores: Sequence[float] | npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Scores over the best one, negatives as 0 (all 0 when none is positive)."""
+    values = np.asarray(scores, dtype=np.float64)
+    top = float(values.max()) if len(values) else 0.0
+    return np.maximum(values, 0.0) / top if top > 0 else np.zeros(len(values))
 
 
 class Router:
@@ -156,9 +156,10 @@ class Router:
         # the embedding has no IDF: words in most pages (the participants' names) only pull it towards pages that
         # mention them (on LoCoMo, leaving them out adds ~0.01 recall at 2k and 4k)
         semantic = _normalised(await self._semantic(thread, common, ids))
-        combined = _with_neighbours([LEXICAL_WEIGHT * lx + SEMANTIC_WEIGHT * sm for lx, sm in zip(lexical, semantic)])
-        relevance = dict(zip(ids, _normalised(combined)))
-        shortlist = sorted(ids, key=lambda i: -relevance[i])[: self._settings.shortlist]
+        scores = _normalised(_with_neighbours(LEXICAL_WEIGHT * lexical + SEMANTIC_WEIGHT * semantic))
+        relevance = dict(zip(ids, scores.tolist()))
+        # best first, ties in conversation order (a stable sort on the negated scores, as sorted() would)
+        shortlist = [ids[i] for i in np.argsort(-scores, kind="stable")[: self._settings.shortlist]]
         decided = await self._ask_router(match_text, shortlist, {m.page.id: m for m in roots}, relevance)
         if decided is not None:
             return Selection(decided[0], decided[1], match_text, "router-model")
