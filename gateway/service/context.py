@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -50,6 +50,7 @@ from gateway.core import (
     view_of,
 )
 from gateway.core.budget import BACKGROUND_OVERHEAD, PoolExceeded
+from gateway.core.tokens import REPLY_PRIMING
 from gateway.core.instructions import InstructionCosts, instruction_costs
 from gateway.core.original import kept_messages
 from gateway.core.rounds import ZoomNames
@@ -145,6 +146,25 @@ def _same_choice(a: FitResult, b: FitResult) -> bool:
 def _system_text(system: Sequence[Mapping[str, Any]], xml: str) -> str:
     client = "\n\n".join(text for text in (message_text(m) for m in system) if text)
     return f"{client}\n\n{xml}" if client else xml
+
+
+class _MessageTokens:
+    """``TokenCounter.count_message`` of one request's messages, each counted once: by identity, so only for
+    messages the request holds until it ends (its split's), never for a rendering made and dropped."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self._counter = counter
+        self._counts: dict[int, int] = {}
+
+    def total(self, messages: Iterable[Mapping[str, Any]]) -> int:
+        """The sum of the messages' counts (without the reply priming ``count_messages`` adds)."""
+        counts, total = self._counts, 0
+        for message in messages:
+            n = counts.get(id(message))
+            if n is None:
+                n = counts[id(message)] = self._counter.count_message(message)
+            total += n
+        return total
 
 
 class ContextBuilder:
@@ -261,7 +281,8 @@ class ContextBuilder:
         counter = self._counter_for(model)
         query = _query(split.tail)
         scaffolding = [m for i in sorted(scaffold) for m in split.blocks[i].messages]
-        cut = self._verbatim_from(blocks, budget, counter, [*split.system, *scaffolding, *split.tail], query)
+        tokens = _MessageTokens(counter)  # the request's own messages, counted once however often they are sent
+        cut = self._verbatim_from(blocks, budget, counter, tokens, [*split.system, *scaffolding, *split.tail], query)
         recent_ids = set(ids[cut:])
         pool = [i for i in dict.fromkeys(ids[:cut]) if i not in recent_ids]
         tree, manifests = await visible_tree(snapshot, pool, set(ids))
@@ -326,9 +347,15 @@ class ContextBuilder:
         def measure(result: FitResult) -> int:
             nonlocal last
             last = (result, compose(result))
-            return counter.count_messages(last[1])
+            return counted(last[1])
 
-        fixed = counter.count_messages(compose(None))
+        live_tokens = tokens.total(live)
+
+        def counted(messages: list[Mapping[str, Any]]) -> int:
+            """``counter.count_messages`` of a rendering: its system message, then ``live`` as counted before."""
+            return REPLY_PRIMING + counter.count_message(messages[0]) + live_tokens
+
+        fixed = counted(compose(None))
         window = self._window_for(model)
         limit = min(budget, window) if window is not None else budget
         must = {r for r in (*state, *requested) if view_of(requested, r) is View.UNPACKED or r in state} | set(excerpts)
@@ -365,8 +392,8 @@ class ContextBuilder:
         # container is in Summary for the zoom whatever it was shown as: consulting it opens its container.
         shown_state = {k: v for k, v in wanted.items() if k not in flow.roots} | dict(fit.views)
         history = set(ids)
-        history_tokens = sum(m.page.tokens for i, m in manifests.items() if i in history) + counter.count_messages(
-            [*split.system, *live]
+        history_tokens = sum(m.page.tokens for i, m in manifests.items() if i in history) + (
+            REPLY_PRIMING + tokens.total(split.system) + live_tokens
         )
         return PagedContext(
             thread=thread,
@@ -463,7 +490,13 @@ class ContextBuilder:
         )
 
     def _verbatim_from(
-        self, blocks: Sequence[Block], budget: int, counter: TokenCounter, client: Sequence[Mapping[str, Any]], query: str
+        self,
+        blocks: Sequence[Block],
+        budget: int,
+        counter: TokenCounter,
+        tokens: _MessageTokens,
+        client: Sequence[Mapping[str, Any]],
+        query: str,
     ) -> int:
         """Where the verbatim recent exchanges begin: the last `pcp.recent_turns` blocks while they take at most
         RECENT_SHARE of the budget, else only the last one (the exchange the live turn follows stays whole) —
@@ -472,10 +505,10 @@ class ContextBuilder:
         first = max(len(blocks) - self._settings.recent_turns, 0)
         if first == len(blocks):
             return first
-        sizes = [counter.count_messages(block.messages) for block in blocks[first:]]
+        sizes = [REPLY_PRIMING + tokens.total(block.messages) for block in blocks[first:]]
         if len(sizes) > 1 and sum(sizes) > RECENT_SHARE * budget:
             first, sizes = len(blocks) - 1, sizes[-1:]
-        skeleton = counter.count_messages(client) + counter.count(system_instructions()) + SKELETON_TOKENS + counter.count(_shown_query(query))
+        skeleton = REPLY_PRIMING + tokens.total(client) + counter.count(system_instructions()) + SKELETON_TOKENS + counter.count(_shown_query(query))
         return first if skeleton + sum(sizes) <= budget else len(blocks)
 
     def _shortlist(self, flow: PageTree, relevance: Mapping[str, float], folded: Mapping[str, tuple[str, ...]]) -> set[str]:
