@@ -12,7 +12,7 @@ import json
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
@@ -58,6 +58,7 @@ def open_redis(url: str, *, cluster: bool = False) -> RedisClient:
     return client
 
 
+DERIVED_KEPT = 16  # values a thread's version keeps for the request path (ThreadSnapshot.derived)
 LINES = 2  # background_tokens counts the line without its date (2), or with it (1, before day headings)
 
 
@@ -286,6 +287,7 @@ class _Known:
         self.manifests: dict[str, Manifest] = {}
         self.parents: dict[str, str | None] = {}
         self.postings = Postings()  # the manifests' term counts by term
+        self.derived: dict[Hashable, Any] = {}  # see ThreadSnapshot.derived
 
 
 class PageCache:
@@ -391,6 +393,15 @@ class ThreadSnapshot:
                 self._fill([new.page.id], [manifest_json(new)], [None])
             else:
                 self._absent.discard(new.page.id)
+
+    @property
+    def derived(self) -> dict[Hashable, Any]:
+        """What the request path derives from this version's pages and links, for the next request to reuse
+        (nothing in it can go stale: the version changes with any stored page or link; a key must name
+        everything else the value depends on). Bounded: emptied when it holds more than DERIVED_KEPT values."""
+        if len(self._known.derived) > DERIVED_KEPT:
+            self._known.derived.clear()
+        return self._known.derived
 
     @property
     def postings(self) -> Postings:
@@ -530,8 +541,9 @@ class RedisStore:
                 pipe.hmget(self.keys(thread).manifest, list(ids))
                 pipe.hmget(self.keys(thread).content, list(ids))
                 raws, contents = await pipe.execute()
+        parsed, scope = self._parsed, thread.scope  # the manifests as parsed before, while their JSON is unchanged
         return {
-            page_id: parse_manifest(page_id, raw, content or "").page
+            page_id: replace(parsed.get(scope, page_id, raw).page, content=content or "")
             for page_id, raw, content in zip(ids, raws, contents)
             if raw is not None
         }

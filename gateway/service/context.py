@@ -60,7 +60,7 @@ from gateway.core.lexical import idf_weights, term_counts, terms
 from gateway.core.postings import Documents
 from gateway.core.scaffolding import Layout, compile_pins, decide, scaffolding_blocks
 from gateway.service.candidate_pool import POOL_SPARES, candidate_pool, refreshed
-from gateway.service.page_tree import open_folded, visible_tree
+from gateway.service.page_tree import open_folded_kept, visible_tree
 from gateway.service.router import Router
 from gateway.service.split_cache import Split, SplitCache
 
@@ -290,7 +290,7 @@ class ContextBuilder:
         state = normalize({k: v for k, v in persisted.items() if k in tree}, tree)
         # the zoom works on `tree`; the budget and the rendering on `flow`, where the containers the model has
         # not opened are laid open
-        flow, folded = open_folded(tree, state)
+        flow, folded = open_folded_kept(snapshot, tree, state)
 
         started = time.perf_counter()
         relevance, requested, match_text, documents, selected_by = await self._select(
