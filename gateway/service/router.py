@@ -51,6 +51,7 @@ WINDOW_SHARE = 0.5  # BM25 scores each page with half of its neighbours' words: 
 DETAIL_SHARE = 0.5  # a heuristic Detail pick scores at least this share of the best score
 LEFT_OUT = 0.05  # relevance of a page the router model chose to leave out
 NEIGHBOUR_SHARE = 0.4
+QUERY_VECTORS = 256  # query embeddings kept per process, least recently used out
 COMMON_SHARE = 0.5  # a word found in more than half of the thread's pages is left out of the embedded query
 
 
@@ -121,6 +122,9 @@ class Router:
         self._upstream = upstream
         self._settings = settings
         self.vectors = VectorCache()
+        # the embedded queries, by text (a vector is a function of its text alone: see gateway.adapters.embedder):
+        # an agent's tool rounds, a retry or a regenerated answer ask the same live message again
+        self._queries: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
 
     async def _semantic(self, thread: ThreadKey, match_text: str, ids: Sequence[str]) -> list[float]:
         if self._embedder is None or not ids:
@@ -131,7 +135,14 @@ class Router:
             fetched = await self._store.vectors(thread, missing)
             self.vectors.put_many(scope, fetched)
             found.update(fetched)
-        query = (await self._embedder.embed([match_text]))[0]
+        query = self._queries.get(match_text)
+        if query is None:
+            query = (await self._embedder.embed([match_text]))[0]
+            self._queries[match_text] = query
+            while len(self._queries) > QUERY_VECTORS:
+                self._queries.popitem(last=False)
+        else:
+            self._queries.move_to_end(match_text)
         return [float(np.dot(found[i], query)) if i in found else 0.0 for i in ids]
 
     async def select(
