@@ -73,6 +73,7 @@ CONTAINER_SHARE = 0.25  # a laid-open container's relevance: this share of its b
 RECENT_SHARE = 0.25
 QUERY_CHARS = 500  # a longer live message is named in <Query> by its lead: the message itself follows, verbatim
 SKELETON_TOKENS = 65  # the PagedContext's tags and clock around the instructions and the query (cl100k, measured)
+EXCERPT_COUNTS = 4096  # excerpt texts whose token counts are kept, per tokenizer (a few MB at most)
 UNIT_CACHE = 4096  # pages whose excerpt units and background line are kept in memory
 
 
@@ -167,6 +168,25 @@ class _MessageTokens:
         return total
 
 
+class _TextCounts:
+    """``TokenCounter.count`` of texts that recur (excerpts), kept by text: bounded, least recently used out."""
+
+    def __init__(self, counter: TokenCounter, capacity: int = EXCERPT_COUNTS) -> None:
+        self._counter = counter
+        self._capacity = capacity
+        self._counts: OrderedDict[str, int] = OrderedDict()
+
+    def count(self, text: str) -> int:
+        n = self._counts.get(text)
+        if n is None:
+            n = self._counts[text] = self._counter.count(text)
+            if len(self._counts) > self._capacity:
+                self._counts.popitem(last=False)
+        else:
+            self._counts.move_to_end(text)
+        return n
+
+
 class ContextBuilder:
     """Builds a PagedContext for one request from the store and the pcp settings."""
 
@@ -190,6 +210,8 @@ class ContextBuilder:
         # per page: its excerpt units (content is immutable: never stale), and its background line with the
         # summary it was made from
         self._units: OrderedDict[tuple[str, str], tuple[tuple[Unit, ...], str, str]] = OrderedDict()
+        # excerpts' token counts per tokenizer: a page's excerpt of the same units recurs across questions
+        self._excerpt_counts: dict[str, _TextCounts] = {}
         # what the instructions' lines cost, per tokenizer, tool names and trace: the same few on every request
         self._explained: dict[tuple[str, str, str, bool], InstructionCosts] = {}
         self._pins = compile_pins(settings.pin)
@@ -532,7 +554,8 @@ class ContextBuilder:
         units, _, line = cached
         if not units:
             return None, ()
-        entry = counter.count(excerpt_entry(page.id, ""))
-        options = excerpt_options(units, weights, counter.count, source)
+        count = self._excerpt_counts.setdefault(counter.encoding_name, _TextCounts(counter)).count
+        entry = count(excerpt_entry(page.id, ""))
+        options = excerpt_options(units, weights, count, source)
         shifted = tuple(replace(option, tokens=option.tokens + entry) for option in options)
         return line_coverage(units, weights, line, source), shifted
