@@ -58,7 +58,7 @@ def open_redis(url: str, *, cluster: bool = False) -> RedisClient:
     return client
 
 
-DERIVED_KEPT = 16  # values a thread's version keeps for the request path (ThreadSnapshot.derived)
+DERIVED_KEPT = 8  # values a thread's version keeps for the request path (ThreadSnapshot.derived): a few trees
 LINES = 2  # background_tokens counts the line without its date (2), or with it (1, before day headings)
 
 
