@@ -51,6 +51,7 @@ WINDOW_SHARE = 0.5  # BM25 scores each page with half of its neighbours' words: 
 DETAIL_SHARE = 0.5  # a heuristic Detail pick scores at least this share of the best score
 LEFT_OUT = 0.05  # relevance of a page the router model chose to leave out
 NEIGHBOUR_SHARE = 0.4
+ALIGNED_THREADS = 32  # threads whose last request's page vectors are kept in order
 QUERY_VECTORS = 256  # query embeddings kept per process, least recently used out
 COMMON_SHARE = 0.5  # a word found in more than half of the thread's pages is left out of the embedded query
 
@@ -125,16 +126,30 @@ class Router:
         # the embedded queries, by text (a vector is a function of its text alone: see gateway.adapters.embedder):
         # an agent's tool rounds, a retry or a regenerated answer ask the same live message again
         self._queries: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
+        # per thread, its last request's pages and their vectors in that order (pages and vectors never change)
+        self._aligned: OrderedDict[str, tuple[tuple[str, ...], list[npt.NDArray[np.float32] | None]]] = OrderedDict()
 
     async def _semantic(self, thread: ThreadKey, match_text: str, ids: Sequence[str]) -> list[float]:
         if self._embedder is None or not ids:
             return [0.0] * len(ids)
         scope = f"{thread.tenant}:{thread.thread}"
-        found, missing = self.vectors.get_many(scope, ids)
-        if missing:
-            fetched = await self._store.vectors(thread, missing)
-            self.vectors.put_many(scope, fetched)
-            found.update(fetched)
+        key = tuple(ids)
+        last = self._aligned.get(scope)
+        if last is not None and last[0] == key:  # the same pages as the thread's last request
+            vectors = last[1]
+            self._aligned.move_to_end(scope)
+        else:
+            found, missing = self.vectors.get_many(scope, ids)
+            if missing:
+                fetched = await self._store.vectors(thread, missing)
+                self.vectors.put_many(scope, fetched)
+                found.update(fetched)
+            vectors = [found.get(i) for i in ids]
+            if len(found) == len(key):  # a page without a vector is asked for again next time
+                self._aligned[scope] = (key, vectors)
+                self._aligned.move_to_end(scope)
+                while len(self._aligned) > ALIGNED_THREADS:
+                    self._aligned.popitem(last=False)
         query = self._queries.get(match_text)
         if query is None:
             query = (await self._embedder.embed([match_text]))[0]
@@ -143,7 +158,7 @@ class Router:
                 self._queries.popitem(last=False)
         else:
             self._queries.move_to_end(match_text)
-        return [float(np.dot(found[i], query)) if i in found else 0.0 for i in ids]
+        return [float(np.dot(vector, query)) if vector is not None else 0.0 for vector in vectors]
 
     async def select(
         self,
