@@ -12,10 +12,11 @@ import json
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,8 @@ from redis.exceptions import RedisError
 
 from gateway.core import LineHolds, Page, PageType, Step, View, background_line, line_holds, summary_fits_line
 from gateway.adapters.store_keys import ThreadKey, ThreadKeys, tenant_threads_key, threads_key
-from gateway.core.budget import DAY_OVERHEAD
+from gateway.core.budget import DAY_OVERHEAD, outside_bound
+from gateway.core.pages import utc
 from gateway.core.lexical import LEXICON, restem, term_counts
 from gateway.core.postings import Postings
 from gateway.errors import StoreUnavailable
@@ -56,6 +58,7 @@ def open_redis(url: str, *, cluster: bool = False) -> RedisClient:
     return client
 
 
+DERIVED_KEPT = 8  # values a thread's version keeps for the request path (ThreadSnapshot.derived): a few trees
 LINES = 2  # background_tokens counts the line without its date (2), or with it (1, before day headings)
 
 
@@ -85,6 +88,28 @@ class Manifest:
     def own_length(self) -> int:
         return self.length if self.user_terms is None else self.user_length
 
+    # Derived once per manifest (a parsed manifest is reused while its stored JSON is unchanged), for the
+    # request path's loops over every top-level page of a thread.
+
+    @cached_property
+    def written_us(self) -> int:
+        """The page's time in whole microseconds since the epoch (UTC): exact, so ages computed from it are the
+        same floats as ``timedelta.total_seconds()`` of the datetimes'."""
+        return micros(self.page.timestamp)
+
+    @cached_property
+    def written_ts(self) -> float:
+        """``utc(page.timestamp).timestamp()``."""
+        return utc(self.page.timestamp).timestamp()
+
+    @cached_property
+    def bound(self) -> tuple[float, int]:
+        """:func:`gateway.core.budget.outside_bound` of the page without excerpts (its line and its nodes)."""
+        return outside_bound(
+            detail_tokens=self.page.tokens, summary_tokens=self.summary_tokens, background_tokens=self.background_tokens,
+            content_on_line=self.line is LineHolds.CONTENT,
+        )  # fmt: skip
+
 
 def user_terms(page: Page, anchor: str | None) -> dict[str, int] | None:
     """The term counts of an original page's user messages (``anchor``), derived once per process per manifest;
@@ -92,6 +117,14 @@ def user_terms(page: Page, anchor: str | None) -> dict[str, int] | None:
     if page.type is not PageType.ORIGINAL or anchor is None:
         return None
     return term_counts(anchor)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def micros(moment: datetime) -> int:
+    """``moment`` (naive: UTC) in whole microseconds since the epoch."""
+    return (utc(moment) - _EPOCH) // timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)
@@ -291,6 +324,7 @@ class _Known:
         self.parents: dict[str, str | None] = {}
         self.postings = Postings()  # the manifests' term counts by term
         self.user_postings = Postings()  # the same for the user's own messages (Manifest.own_terms)
+        self.derived: dict[Hashable, Any] = {}  # see ThreadSnapshot.derived
 
 
 class PageCache:
@@ -397,6 +431,15 @@ class ThreadSnapshot:
                 self._fill([new.page.id], [manifest_json(new)], [None])
             else:
                 self._absent.discard(new.page.id)
+
+    @property
+    def derived(self) -> dict[Hashable, Any]:
+        """What the request path derives from this version's pages and links, for the next request to reuse
+        (nothing in it can go stale: the version changes with any stored page or link; a key must name
+        everything else the value depends on). Bounded: emptied when it holds more than DERIVED_KEPT values."""
+        if len(self._known.derived) > DERIVED_KEPT:
+            self._known.derived.clear()
+        return self._known.derived
 
     @property
     def postings(self) -> Postings:
@@ -542,8 +585,9 @@ class RedisStore:
                 pipe.hmget(self.keys(thread).manifest, list(ids))
                 pipe.hmget(self.keys(thread).content, list(ids))
                 raws, contents = await pipe.execute()
+        parsed, scope = self._parsed, thread.scope  # the manifests as parsed before, while their JSON is unchanged
         return {
-            page_id: parse_manifest(page_id, raw, content or "").page
+            page_id: replace(parsed.get(scope, page_id, raw).page, content=content or "")
             for page_id, raw, content in zip(ids, raws, contents)
             if raw is not None
         }

@@ -77,8 +77,11 @@ __all__ = [
     "fit_context",
     "fit_rendered",
     "outside",
+    "outside_at",
+    "outside_bound",
     "priority",
     "rank",
+    "rank_by_age",
 ]
 
 DEFAULT_HALF_LIFE = timedelta(hours=24)
@@ -222,8 +225,13 @@ def priority(candidate: Candidate, now: datetime, half_life: timedelta = DEFAULT
 
 def rank(relevance: float, timestamp: datetime, now: datetime, half_life: timedelta = DEFAULT_HALF_LIFE) -> float:
     """:func:`priority` from a page's relevance and (timezone-aware) timestamp, before any Candidate is made."""
-    age = max((utc(now) - utc(timestamp)).total_seconds(), 0.0)
-    decay = AGE_FLOOR + (1.0 - AGE_FLOOR) * 0.5 ** (age / half_life.total_seconds())
+    return rank_by_age((utc(now) - utc(timestamp)).total_seconds(), relevance, half_life.total_seconds())
+
+
+def rank_by_age(age: float, relevance: float, half_life: float) -> float:
+    """:func:`rank` of a page ``age`` seconds old (negative: from the future, taken as new), ``half_life`` in
+    seconds: the same float, for a caller that has the ages in hand."""
+    decay = AGE_FLOOR + (1.0 - AGE_FLOOR) * 0.5 ** (max(age, 0.0) / half_life)
     return float((FLOOR + (1.0 - FLOOR) * relevance) * decay)
 
 
@@ -427,13 +435,37 @@ def outside(
     covers less than its cost in the page's tokens (the node's tags, ``node_overhead`` > 0, are on top), so it
     never exceeds 1 per token; the line and the excerpts are counted as they are (``line_coverage`` defaults as
     :class:`Candidate`'s does). The cheapest entry is the cheapest of them all, nodes included."""
+    gain, cheapest = outside_bound(
+        detail_tokens=detail_tokens, summary_tokens=summary_tokens, background_tokens=background_tokens,
+        line_coverage=line_coverage, content_on_line=content_on_line, excerpts=excerpts, node_overhead=node_overhead,
+    )  # fmt: skip
+    return outside_at(priority, gain, cheapest)
+
+
+def outside_bound(
+    *,
+    detail_tokens: int,
+    summary_tokens: int,
+    background_tokens: int,
+    line_coverage: float | None = None,
+    content_on_line: bool = False,
+    excerpts: Sequence[Excerpt] = (),
+    node_overhead: int = NODE_OVERHEAD,
+) -> tuple[float, int]:
+    """The part of :func:`outside` that does not depend on the page's priority: its best first step's gain per
+    token, and its cheapest entry (the same for a page on every request while its excerpts are the same)."""
     if line_coverage is None:
         line_coverage = 1.0 if content_on_line else _share(background_tokens, detail_tokens)
     size = max(detail_tokens, 1)
     costs = [background_tokens + 1, min(summary_tokens, detail_tokens) + node_overhead, *(e.tokens + 1 for e in excerpts)]
     gains = [1.0, line_coverage * size / (background_tokens + 1), *(e.coverage * size / (e.tokens + 1) for e in excerpts)]
+    return max(gains), min(costs)
+
+
+def outside_at(priority: float, gain: float, cheapest: int) -> Outside:
+    """:func:`outside` from its :func:`outside_bound`."""
     # a hair above the bound: strictly more than the fill's own product (value / paid, rounded in another order)
-    return Outside(priority**RELEVANCE_POWER * max(gains) * (1 + 1e-9), min(costs))
+    return Outside(priority**RELEVANCE_POWER * gain * (1 + 1e-9), cheapest)
 
 
 def _check_outside(outside: Sequence[Outside], pops: Sequence[tuple[float, int]], end: int, limit: int) -> None:

@@ -17,6 +17,8 @@ from gateway.core.lexical import _WORD, STOPWORDS, stem, terms, words
 
 __all__ = ["Documents", "Postings"]
 
+TERMS_KEPT = 4096  # terms whose positions and BM25 terms are kept for the last documents
+
 
 class Postings:
     """Term -> the ids of the pages whose term counts contain it, and each page's counts."""
@@ -24,8 +26,12 @@ class Postings:
     def __init__(self) -> None:
         self._pages: dict[str, list[str]] = {}
         self._counts: dict[str, Mapping[str, int]] = {}
-        # the last documents' length norms (the same pages request after request, until one is added)
-        self._norms: dict[tuple[tuple[str, ...], tuple[int, ...], float, float, float], list[float]] = {}
+        # The last documents (the same pages request after request, until one is added): the positions of each
+        # term looked up in them, and per scoring (lengths, neighbours, k1, b) the length norms and each term's
+        # BM25 terms by position. Kept for one set of documents; dropped when another comes, or when full.
+        self._documents: tuple[str, ...] = ()
+        self._positions: dict[str, list[int]] = {}
+        self._scoring: tuple[tuple[tuple[int, ...], float, float, float], list[float], dict[str, list[tuple[int, float]]]] | None = None
 
     def __contains__(self, page_id: object) -> bool:
         return page_id in self._counts
@@ -44,17 +50,24 @@ class Postings:
         order = {page_id: position for position, page_id in enumerate(ids)}
         if len(order) != len(ids) or any(page_id not in self._counts for page_id in ids):
             return None
-        return Documents(self, order, lengths)
+        key = tuple(ids)
+        if key != self._documents or len(self._positions) > TERMS_KEPT:
+            self._documents, self._positions, self._scoring = key, {}, None
+        elif self._scoring is not None and len(self._scoring[2]) > TERMS_KEPT:
+            self._scoring = None
+        # the same pages' positions and scores never change (a page's counts never do)
+        return Documents(self, order, lengths, self._documents)
 
 
 class Documents:
     """One request's documents over the thread's postings."""
 
-    def __init__(self, postings: Postings, order: Mapping[str, int], lengths: Sequence[int]) -> None:
+    def __init__(self, postings: Postings, order: Mapping[str, int], lengths: Sequence[int], ids: tuple[str, ...]) -> None:
         self._postings = postings
         self._order = order
         self._lengths = lengths
-        self._positions: dict[str, list[int]] = {}
+        self._ids = ids
+        self._positions = postings._positions  # kept for these pages (Postings.documents), shared by their requests
 
     def __len__(self) -> int:
         return len(self._order)
@@ -101,35 +114,41 @@ class Documents:
         n = len(self._order)
         if n == 0 or not query:
             return [0.0] * n
-        ids = list(self._order)
-        key = (tuple(ids), tuple(self._lengths), neighbours, k1, b)
-        norms = self._postings._norms.get(key)
-        if norms is None:
+        ids = self._ids
+        key = (tuple(self._lengths), neighbours, k1, b)
+        postings = self._postings
+        mine = postings._documents is ids  # else other documents came since: nothing is kept for these
+        scoring = postings._scoring if mine else None
+        if scoring is None or scoring[0] != key:
             windowed = _windowed([float(length) for length in self._lengths], neighbours)
             average = (sum(windowed) / n) or 1.0
-            norms = [k1 * (1.0 - b + b * length / average) for length in windowed]
-            self._postings._norms = {key: norms}
+            scoring = (key, [k1 * (1.0 - b + b * length / average) for length in windowed], {})
+            if mine:
+                postings._scoring = scoring
+        _, norms, terms_of = scoring
         scores = [0.0] * n
         last = n - 1
         for term in dict.fromkeys(query):
-            positions = self.positions(term)
-            if not positions:
-                continue
-            counts = self._postings._counts
-            values = {p: float(counts[ids[p]].get(term, 0)) for p in positions}
-            if neighbours:
-                around = sorted({q for p in positions for q in (p - 1, p, p + 1) if 0 <= q <= last})
-                tf = [
-                    (q, values.get(q, 0.0) + neighbours * ((values.get(q - 1, 0.0) if q else 0.0) + (values.get(q + 1, 0.0) if q < last else 0.0)))
-                    for q in around
-                ]
-            else:
-                tf = [(p, values[p]) for p in positions]
-            frequency = sum(1 for _, f in tf if f)
-            weight = math.log(1.0 + (n - frequency + 0.5) / (frequency + 0.5))
-            for i, f in tf:
-                if f:
-                    scores[i] += weight * f * (k1 + 1.0) / (f + norms[i])
+            found = terms_of.get(term)
+            if found is None:
+                found = terms_of[term] = []
+                positions = self.positions(term)
+                if positions:
+                    counts = self._postings._counts
+                    values = {p: float(counts[ids[p]].get(term, 0)) for p in positions}
+                    if neighbours:
+                        around = sorted({q for p in positions for q in (p - 1, p, p + 1) if 0 <= q <= last})
+                        tf = [
+                            (q, values.get(q, 0.0) + neighbours * ((values.get(q - 1, 0.0) if q else 0.0) + (values.get(q + 1, 0.0) if q < last else 0.0)))
+                            for q in around
+                        ]
+                    else:
+                        tf = [(p, values[p]) for p in positions]
+                    frequency = sum(1 for _, f in tf if f)
+                    weight = math.log(1.0 + (n - frequency + 0.5) / (frequency + 0.5))
+                    found.extend((i, weight * f * (k1 + 1.0) / (f + norms[i])) for i, f in tf if f)
+            for i, value in found:
+                scores[i] += value
         return scores
 
 

@@ -24,7 +24,7 @@ Consulting a page hidden inside a container unpacks the containers on its path f
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -102,13 +102,28 @@ class PageTree:
             if container not in self.consolidated:
                 raise ValueError(f"page {container} has children but is not a Consolidated page")
         parents: dict[str, str | None] = {}
-        stack: list[tuple[str, str | None]] = [(root, None) for root in reversed(self.roots)]
-        while stack:
-            page, parent = stack.pop()
-            if page in parents:
-                raise ValueError(f"page {page} appears twice in the page tree")
-            parents[page] = parent
-            stack.extend((child, page) for child in reversed(children.get(page, ())))
+        for root in self.roots:  # depth first, root by root: a root without children is the common case
+            if root not in children:
+                if root in parents:
+                    raise ValueError(f"page {root} appears twice in the page tree")
+                parents[root] = None
+                continue
+            if root in parents:
+                raise ValueError(f"page {root} appears twice in the page tree")
+            parents[root] = None
+            # preorder: each container's children in order, a child container's subtree before its next sibling
+            stack: list[tuple[str, Iterator[str]]] = [(root, iter(children[root]))]
+            while stack:
+                container, kids = stack[-1]
+                for child in kids:
+                    if child in parents:
+                        raise ValueError(f"page {child} appears twice in the page tree")
+                    parents[child] = container
+                    if child in children:
+                        stack.append((child, iter(children[child])))
+                        break
+                else:
+                    stack.pop()
         object.__setattr__(self, "_parents", MappingProxyType(parents))
 
     @classmethod
@@ -188,8 +203,12 @@ def normalize(state: ViewState, tree: PageTree) -> ViewState:
     """``state`` made valid for ``tree``: unknown ids, Summary entries and hidden open pages are dropped, and
     Unpacked on a page that cannot be unpacked becomes Detail. Use it on a persisted state before reuse."""
     clean: dict[str, View] = {}
+    if not any(page in tree for page in state):  # the usual case: nothing opened; no walk over every page
+        return MappingProxyType(clean)
     for page in tree.ids():
-        view = view_of(state, page)
+        if page not in state:
+            continue  # in Summary
+        view = state[page]
         if view is View.UNPACKED and not (tree.kind(page) is PageType.CONSOLIDATED and tree.kids(page)):
             view = View.DETAIL
         if view is not View.SUMMARY and all(clean.get(a) is View.UNPACKED for a in tree.ancestors(page)):

@@ -17,6 +17,7 @@ from gateway.service.request import ChatRequest, RequestMeta
 __all__ = ["parse_chat_request", "json_object", "known_model"]
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+_PLAIN_ROLES = ROLES - {"tool"}  # the roles a message with text content and no tool calls is valid in
 
 
 def _check_message(index: int, message: Any) -> None:
@@ -112,6 +113,9 @@ def parse_chat_request(body: bytes, models: Collection[str], meta: RequestMeta |
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("messages must be a non-empty array", param="messages")
     for index, message in enumerate(messages):
+        # most messages of a long history are plain text: nothing of _check_message can fail for them
+        if type(message) is dict and message.get("role") in _PLAIN_ROLES and type(message.get("content")) is str and "tool_calls" not in message:
+            continue
         _check_message(index, message)
     stream = data.get("stream", False)
     if stream is None:

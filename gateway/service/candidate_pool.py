@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from gateway.adapters.redis_store import Manifest
+from gateway.adapters.redis_store import Manifest, micros
 from gateway.core import Excerpt, LineHolds
-from gateway.core.budget import NODE_OVERHEAD, Outside, outside, rank
+from gateway.core.budget import DEFAULT_HALF_LIFE, Outside, outside_at, outside_bound, rank_by_age
 from gateway.core.excerpt import ExcerptOption
 from gateway.core.pages import utc
 
@@ -50,11 +50,19 @@ def candidate_pool(
     multiplies the number taken in priority order (the fill goes by value per token, not priority)."""
     ranked: list[tuple[float, float, str]] = []
     cheapest = None
+    # a page's age as timedelta.total_seconds() would give it (exact microseconds, divided once), from what its
+    # manifest keeps: no datetime arithmetic per page on every request
+    now_us, half_life = micros(now), DEFAULT_HALF_LIFE.total_seconds()
     for r in roots:
         manifest = manifests[r]
-        moment = utc(refreshed(manifest.page.timestamp, seen.get(r)))
-        ranked.append((-rank(relevance[r], moment, now), -moment.timestamp(), r))
-        entry = min(manifest.background_tokens + 1, min(manifest.summary_tokens, manifest.page.tokens) + NODE_OVERHEAD)
+        last = seen.get(r)
+        if last is None:
+            written, stamp = manifest.written_us, manifest.written_ts
+        else:
+            moment = utc(refreshed(manifest.page.timestamp, last))
+            written, stamp = micros(moment), moment.timestamp()
+        ranked.append((-rank_by_age((now_us - written) / 1_000_000, relevance[r], half_life), -stamp, r))
+        entry = manifest.bound[1]
         cheapest = entry if cheapest is None or entry < cheapest else cheapest
     ranked.sort()
     if cheapest is None or room <= 0:
@@ -68,11 +76,13 @@ def candidate_pool(
         if r in must:
             continue
         manifest = manifests[r]
-        # its value counted on all its tokens (not only those that can hold the answer): still an upper bound
-        line, options, _ = excerpts.get(r, (None, (), 1.0))
-        rest.append(
-            outside(
-                -negative,
+        excerpted = excerpts.get(r)
+        if excerpted is None:
+            gain, least = manifest.bound
+        else:
+            # its value counted on all its tokens (not only those that can hold the answer): still an upper bound
+            line, options, _ = excerpted
+            gain, least = outside_bound(
                 detail_tokens=manifest.page.tokens,
                 summary_tokens=manifest.summary_tokens,
                 background_tokens=manifest.background_tokens,
@@ -80,5 +90,5 @@ def candidate_pool(
                 content_on_line=manifest.line is LineHolds.CONTENT,
                 excerpts=[Excerpt(option.tokens, option.coverage) for option in options],
             )
-        )
+        rest.append(outside_at(-negative, gain, least))
     return [r for r in roots if r in chosen], rest  # in conversation order, as the fit lists its views

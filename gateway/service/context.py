@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -50,6 +50,7 @@ from gateway.core import (
     view_of,
 )
 from gateway.core.budget import BACKGROUND_OVERHEAD, PoolExceeded
+from gateway.core.tokens import REPLY_PRIMING
 from gateway.core.instructions import InstructionCosts, instruction_costs
 from gateway.core.original import kept_messages
 from gateway.core.rounds import ZoomNames
@@ -59,7 +60,7 @@ from gateway.core.lexical import idf_weights, term_counts, terms
 from gateway.core.postings import Documents
 from gateway.core.scaffolding import Layout, compile_pins, decide, scaffolding_blocks
 from gateway.service.candidate_pool import POOL_SPARES, candidate_pool, refreshed
-from gateway.service.page_tree import open_folded, visible_tree
+from gateway.service.page_tree import open_folded_kept, visible_tree
 from gateway.service.router import Router
 from gateway.service.split_cache import Split, SplitCache
 
@@ -72,7 +73,8 @@ CONTAINER_SHARE = 0.25  # a laid-open container's relevance: this share of its b
 RECENT_SHARE = 0.25
 QUERY_CHARS = 500  # a longer live message is named in <Query> by its lead: the message itself follows, verbatim
 SKELETON_TOKENS = 65  # the PagedContext's tags and clock around the instructions and the query (cl100k, measured)
-UNIT_CACHE = 4096  # pages whose excerpt units are kept in memory (content is immutable: never stale)
+EXCERPT_COUNTS = 4096  # excerpt texts whose token counts are kept, per tokenizer (a few MB at most)
+UNIT_CACHE = 4096  # pages whose excerpt units and background line are kept in memory
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,44 @@ def _system_text(system: Sequence[Mapping[str, Any]], xml: str) -> str:
     return f"{client}\n\n{xml}" if client else xml
 
 
+class _MessageTokens:
+    """``TokenCounter.count_message`` of one request's messages, each counted once: by identity, so only for
+    messages the request holds until it ends (its split's), never for a rendering made and dropped."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self._counter = counter
+        self._counts: dict[int, int] = {}
+
+    def total(self, messages: Iterable[Mapping[str, Any]]) -> int:
+        """The sum of the messages' counts (without the reply priming ``count_messages`` adds)."""
+        counts, total = self._counts, 0
+        for message in messages:
+            n = counts.get(id(message))
+            if n is None:
+                n = counts[id(message)] = self._counter.count_message(message)
+            total += n
+        return total
+
+
+class _TextCounts:
+    """``TokenCounter.count`` of texts that recur (excerpts), kept by text: bounded, least recently used out."""
+
+    def __init__(self, counter: TokenCounter, capacity: int = EXCERPT_COUNTS) -> None:
+        self._counter = counter
+        self._capacity = capacity
+        self._counts: OrderedDict[str, int] = OrderedDict()
+
+    def count(self, text: str) -> int:
+        n = self._counts.get(text)
+        if n is None:
+            n = self._counts[text] = self._counter.count(text)
+            if len(self._counts) > self._capacity:
+                self._counts.popitem(last=False)
+        else:
+            self._counts.move_to_end(text)
+        return n
+
+
 class ContextBuilder:
     """Builds a PagedContext for one request from the store and the pcp settings."""
 
@@ -167,7 +207,11 @@ class ContextBuilder:
         self._window_for = window_for
         self._ingest_counter = TokenCounter()
         self._splits = SplitCache()
-        self._units: OrderedDict[tuple[str, str], tuple[Unit, ...]] = OrderedDict()
+        # per page: its excerpt units (content is immutable: never stale), and its background line with the
+        # summary it was made from
+        self._units: OrderedDict[tuple[str, str], tuple[tuple[Unit, ...], str, str]] = OrderedDict()
+        # excerpts' token counts per tokenizer: a page's excerpt of the same units recurs across questions
+        self._excerpt_counts: dict[str, _TextCounts] = {}
         # what the instructions' lines cost, per tokenizer, tool names and trace: the same few on every request
         self._explained: dict[tuple[str, str, str, bool], InstructionCosts] = {}
         self._pins = compile_pins(settings.pin)
@@ -267,7 +311,8 @@ class ContextBuilder:
         counter = self._counter_for(model)
         query = _query(split.tail)
         scaffolding = [m for i in sorted(scaffold) for m in split.blocks[i].messages]
-        cut = self._verbatim_from(blocks, budget, counter, [*split.system, *scaffolding, *split.tail], query)
+        tokens = _MessageTokens(counter)  # the request's own messages, counted once however often they are sent
+        cut = self._verbatim_from(blocks, budget, counter, tokens, [*split.system, *scaffolding, *split.tail], query)
         recent_ids = set(ids[cut:])
         pool = [i for i in dict.fromkeys(ids[:cut]) if i not in recent_ids]
         tree, manifests = await visible_tree(snapshot, pool, set(ids))
@@ -275,7 +320,7 @@ class ContextBuilder:
         state = normalize({k: v for k, v in persisted.items() if k in tree}, tree)
         # the zoom works on `tree`; the budget and the rendering on `flow`, where the containers the model has
         # not opened are laid open
-        flow, folded = open_folded(tree, state)
+        flow, folded = open_folded_kept(snapshot, tree, state)
 
         started = time.perf_counter()
         relevance, requested, match_text, documents, selected_by = await self._select(
@@ -332,9 +377,15 @@ class ContextBuilder:
         def measure(result: FitResult) -> int:
             nonlocal last
             last = (result, compose(result))
-            return counter.count_messages(last[1])
+            return counted(last[1])
 
-        fixed = counter.count_messages(compose(None))
+        live_tokens = tokens.total(live)
+
+        def counted(messages: list[Mapping[str, Any]]) -> int:
+            """``counter.count_messages`` of a rendering: its system message, then ``live`` as counted before."""
+            return REPLY_PRIMING + counter.count_message(messages[0]) + live_tokens
+
+        fixed = counted(compose(None))
         window = self._window_for(model)
         limit = min(budget, window) if window is not None else budget
         must = {r for r in (*state, *requested) if view_of(requested, r) is View.UNPACKED or r in state} | set(excerpts)
@@ -371,8 +422,8 @@ class ContextBuilder:
         # container is in Summary for the zoom whatever it was shown as: consulting it opens its container.
         shown_state = {k: v for k, v in wanted.items() if k not in flow.roots} | dict(fit.views)
         history = set(ids)
-        history_tokens = sum(m.page.tokens for i, m in manifests.items() if i in history) + counter.count_messages(
-            [*split.system, *live]
+        history_tokens = sum(m.page.tokens for i, m in manifests.items() if i in history) + (
+            REPLY_PRIMING + tokens.total(split.system) + live_tokens
         )
         return PagedContext(
             thread=thread,
@@ -474,7 +525,13 @@ class ContextBuilder:
         )
 
     def _verbatim_from(
-        self, blocks: Sequence[Block], budget: int, counter: TokenCounter, client: Sequence[Mapping[str, Any]], query: str
+        self,
+        blocks: Sequence[Block],
+        budget: int,
+        counter: TokenCounter,
+        tokens: _MessageTokens,
+        client: Sequence[Mapping[str, Any]],
+        query: str,
     ) -> int:
         """Where the verbatim recent exchanges begin: the last `pcp.recent_turns` blocks while they take at most
         RECENT_SHARE of the budget, else only the last one (the exchange the live turn follows stays whole) —
@@ -483,10 +540,10 @@ class ContextBuilder:
         first = max(len(blocks) - self._settings.recent_turns, 0)
         if first == len(blocks):
             return first
-        sizes = [counter.count_messages(block.messages) for block in blocks[first:]]
+        sizes = [REPLY_PRIMING + tokens.total(block.messages) for block in blocks[first:]]
         if len(sizes) > 1 and sum(sizes) > RECENT_SHARE * budget:
             first, sizes = len(blocks) - 1, sizes[-1:]
-        skeleton = counter.count_messages(client) + counter.count(system_instructions()) + SKELETON_TOKENS + counter.count(_shown_query(query))
+        skeleton = REPLY_PRIMING + tokens.total(client) + counter.count(system_instructions()) + SKELETON_TOKENS + counter.count(_shown_query(query))
         return first if skeleton + sum(sizes) <= budget else len(blocks)
 
     def _shortlist(self, flow: PageTree, relevance: Mapping[str, float], folded: Mapping[str, tuple[str, ...]]) -> set[str]:
@@ -500,17 +557,19 @@ class ContextBuilder:
         """A page's line coverage, excerpt options and speaking share (`speaking_share`) for this query; its units
         are computed once per page."""
         key = (thread.scope, page.id)
-        units = self._units.get(key)
-        if units is None:
-            units = units_of(page.content, counter.count)
-            self._units[key] = units
+        cached = self._units.get(key)
+        if cached is None or cached[1] != page.summary:  # the consolidator may rewrite a summary: its line with it
+            cached = (units_of(page.content, counter.count) if cached is None else cached[0], page.summary, background_line(page))
+            self._units[key] = cached
             while len(self._units) > UNIT_CACHE:
                 self._units.popitem(last=False)
         else:
             self._units.move_to_end(key)
+        units, _, line = cached
         if not units:
             return None, (), 1.0
-        entry = counter.count(excerpt_entry(page.id, ""))
-        options = excerpt_options(units, weights, counter.count, source)
+        count = self._excerpt_counts.setdefault(counter.encoding_name, _TextCounts(counter)).count
+        entry = count(excerpt_entry(page.id, ""))
+        options = excerpt_options(units, weights, count, source)
         shifted = tuple(replace(option, tokens=option.tokens + entry) for option in options)
-        return line_coverage(units, weights, background_line(page), source), shifted, speaking_share(units, source)
+        return line_coverage(units, weights, line, source), shifted, speaking_share(units, source)

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from gateway.adapters.redis_store import Manifest, ThreadSnapshot
 from gateway.core import PageTree, PageType, ViewState
 
-__all__ = ["open_folded", "visible_tree"]
+__all__ = ["open_folded", "open_folded_kept", "visible_tree"]
 
 
 async def visible_tree(
@@ -21,9 +21,16 @@ async def visible_tree(
     """The top-level pages covering `pool`: a consolidated page stands for its children when every
     original page under it belongs to this request's history (pages of other branches never show). Pages
     and links are read through the request's snapshot of the thread (from Redis only where the process's
-    cache does not have them)."""
+    cache does not have them). The result is kept with the thread's version for the same pool and history
+    when every page of the pool is stored (a page stored later changes no stored page or link, so the version
+    stays, but it would join the tree)."""
+    key = ("visible_tree", tuple(pool), frozenset(history))
+    kept: tuple[PageTree, dict[str, Manifest]] | None = store.derived.get(key)
+    if kept is not None:
+        return kept[0], dict(kept[1])
     manifests = await store.manifests(pool)
     roots = [page for page in pool if page in manifests]
+    complete = len(roots) == len(pool)
     covered: dict[str, bool] = {}
 
     def covers(page: str) -> bool:
@@ -49,7 +56,10 @@ async def visible_tree(
         if not changed:
             break
     pages = [m.page for m in manifests.values()]
-    return PageTree.from_pages(pages, roots), manifests
+    tree = PageTree.from_pages(pages, roots)
+    if complete:
+        store.derived[key] = (tree, dict(manifests))
+    return tree, manifests
 
 
 def _covered(page: str, manifests: Mapping[str, Manifest], history: set[str]) -> bool:
@@ -82,3 +92,15 @@ def open_folded(tree: PageTree, state: ViewState) -> tuple[PageTree, dict[str, t
             roots.extend(folded[root])
         roots.append(root)
     return PageTree(tuple(roots), children, tree.consolidated), folded
+
+
+def open_folded_kept(store: ThreadSnapshot, tree: PageTree, state: ViewState) -> tuple[PageTree, dict[str, tuple[str, ...]]]:
+    """:func:`open_folded`, kept with the thread's version for the same tree (the very object, which
+    :func:`visible_tree` keeps for the same pool) and views."""
+    key = ("open_folded", id(tree), frozenset(state.items()))
+    kept = store.derived.get(key)
+    if kept is not None and kept[0] is tree:  # the tree is held by the value: its id is no other's
+        return kept[1], dict(kept[2])
+    flow, folded = open_folded(tree, state)
+    store.derived[key] = (tree, flow, dict(folded))
+    return flow, folded

@@ -52,6 +52,8 @@ WINDOW_SHARE = 0.5  # BM25 scores each page with half of its neighbours' words: 
 DETAIL_SHARE = 0.5  # a heuristic Detail pick scores at least this share of the best score
 LEFT_OUT = 0.05  # relevance of a page the router model chose to leave out
 NEIGHBOUR_SHARE = 0.4
+ALIGNED_THREADS = 32  # threads whose last request's page vectors are kept in order
+QUERY_VECTORS = 256  # query embeddings kept per process, least recently used out
 COMMON_SHARE = 0.5  # a word found in more than half of the thread's pages is left out of the embedded query
 
 
@@ -96,21 +98,21 @@ class VectorCache:
             self._items.popitem(last=False)
 
 
-def _with_neighbours(scores: Sequence[float]) -> list[float]:
+def _with_neighbours(scores: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """Each page's score plus a share of its neighbours' in conversation order: the turns around a match
-    are often the ones that answer (on LoCoMo this lifts evidence within the top 24 pages from 0.72 to 0.75)."""
-    smoothed = list(scores)
-    for i in range(len(scores)):
-        if i > 0:
-            smoothed[i] += NEIGHBOUR_SHARE * scores[i - 1]
-        if i + 1 < len(scores):
-            smoothed[i] += NEIGHBOUR_SHARE * scores[i + 1]
+    are often the ones that answer (on LoCoMo this lifts evidence within the top 24 pages from 0.72 to 0.75).
+    Elementwise: the same floats as adding the one before, then the one after, page by page."""
+    smoothed = scores.copy()
+    smoothed[1:] += NEIGHBOUR_SHARE * scores[:-1]
+    smoothed[:-1] += NEIGHBOUR_SHARE * scores[1:]
     return smoothed
 
 
-def _normalised(scores: Sequence[float]) -> list[float]:
-    top = max(scores, default=0.0)
-    return [max(s, 0.0) / top if top > 0 else 0.0 for s in scores]
+def _normalised(scores: Sequence[float] | npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Scores over the best one, negatives as 0 (all 0 when none is positive)."""
+    values = np.asarray(scores, dtype=np.float64)
+    top = float(values.max()) if len(values) else 0.0
+    return np.maximum(values, 0.0) / top if top > 0 else np.zeros(len(values))
 
 
 class Router:
@@ -122,19 +124,43 @@ class Router:
         self._upstream = upstream
         self._settings = settings
         self.vectors = VectorCache()
+        # the embedded queries, by text (a vector is a function of its text alone: see gateway.adapters.embedder):
+        # an agent's tool rounds, a retry or a regenerated answer ask the same live message again
+        self._queries: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
+        # per thread, its last request's pages and their vectors in that order (pages and vectors never change)
+        self._aligned: OrderedDict[str, tuple[tuple[str, ...], list[npt.NDArray[np.float32] | None]]] = OrderedDict()
 
     async def _semantic(self, thread: ThreadKey, match_text: str, ids: Sequence[str], user: bool = False) -> list[float]:
         """Cosine of the query with each page's embedding (with ``user``, the embedding of the user's own messages)."""
         if self._embedder is None or not ids:
             return [0.0] * len(ids)
         scope = f"{thread.tenant}:{thread.thread}" + (" user" if user else "")
-        found, missing = self.vectors.get_many(scope, ids)
-        if missing:
-            fetched = await self._store.vectors(thread, missing, user)
-            self.vectors.put_many(scope, fetched)
-            found.update(fetched)
-        query = (await self._embedder.embed([match_text]))[0]
-        return [float(np.dot(found[i], query)) if i in found else 0.0 for i in ids]
+        key = tuple(ids)
+        last = self._aligned.get(scope)
+        if last is not None and last[0] == key:  # the same pages as the thread's last request
+            vectors = last[1]
+            self._aligned.move_to_end(scope)
+        else:
+            found, missing = self.vectors.get_many(scope, ids)
+            if missing:
+                fetched = await self._store.vectors(thread, missing, user)
+                self.vectors.put_many(scope, fetched)
+                found.update(fetched)
+            vectors = [found.get(i) for i in ids]
+            if len(found) == len(key):  # a page without a vector is asked for again next time
+                self._aligned[scope] = (key, vectors)
+                self._aligned.move_to_end(scope)
+                while len(self._aligned) > ALIGNED_THREADS:
+                    self._aligned.popitem(last=False)
+        query = self._queries.get(match_text)
+        if query is None:
+            query = (await self._embedder.embed([match_text]))[0]
+            self._queries[match_text] = query
+            while len(self._queries) > QUERY_VECTORS:
+                self._queries.popitem(last=False)
+        else:
+            self._queries.move_to_end(match_text)
+        return [float(np.dot(vector, query)) if vector is not None else 0.0 for vector in vectors]
 
     async def select(
         self,
@@ -170,9 +196,10 @@ class Router:
         # the embedding has no IDF: words in most pages (the participants' names) only pull it towards pages that
         # mention them (on LoCoMo, leaving them out adds ~0.01 recall at 2k and 4k)
         semantic = _normalised(await self._semantic(thread, common, ids, about_user))
-        combined = _with_neighbours([LEXICAL_WEIGHT * lx + SEMANTIC_WEIGHT * sm for lx, sm in zip(lexical, semantic)])
-        relevance = dict(zip(ids, _normalised(combined)))
-        shortlist = sorted(ids, key=lambda i: -relevance[i])[: self._settings.shortlist]
+        scores = _normalised(_with_neighbours(LEXICAL_WEIGHT * lexical + SEMANTIC_WEIGHT * semantic))
+        relevance = dict(zip(ids, scores.tolist()))
+        # best first, ties in conversation order (a stable sort on the negated scores, as sorted() would)
+        shortlist = [ids[i] for i in np.argsort(-scores, kind="stable")[: self._settings.shortlist]]
         decided = await self._ask_router(match_text, shortlist, {m.page.id: m for m in roots}, relevance)
         if decided is not None:
             return Selection(decided[0], decided[1], match_text, "router-model")

@@ -66,3 +66,28 @@ def test_documents_in_another_order_score_in_that_order() -> None:
     assert longer.bm25(["dog"], neighbours=0.5) == bm25(["dog"], reordered, [1, 1, 9], neighbours=0.5)
     empty = postings.documents([], [])
     assert empty is not None and empty.bm25(["dog"]) == [] and empty.drop_common_words("dog", 0.5) == "dog"
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(counts, min_size=1, max_size=10), st.lists(query, min_size=1, max_size=4), st.sampled_from([0.0, 0.5]))
+def test_scores_kept_for_the_last_documents_stay_those_documents_own(
+    documents: list[dict[str, int]], queries: list[list[str]], neighbours: float
+) -> None:
+    """A request's terms are kept for the next request on the same pages; documents made in between (other
+    pages, pages added to the thread) neither use them nor change what older documents score."""
+    postings, ids = _postings(documents)
+    lengths = [sum(d.values()) for d in documents]
+    first = postings.documents(ids, lengths)
+    assert first is not None
+    for words in queries:
+        expected = bm25(words, documents, lengths, neighbours=neighbours)
+        assert first.bm25(words, neighbours=neighbours) == expected
+        again = postings.documents(ids, lengths)
+        assert again is not None and again.bm25(words, neighbours=neighbours) == expected
+        assert again.bm25(words, neighbours=neighbours) == expected  # a second time, from what was kept
+        postings.add(f"new{len(words)}", {"dog": 3, "jazz": 1})  # the thread grows: these documents do not
+        half = postings.documents(ids[: len(ids) // 2 + 1], lengths[: len(ids) // 2 + 1])
+        assert half is not None
+        assert half.bm25(words, neighbours=neighbours) == bm25(words, documents[: len(ids) // 2 + 1], lengths[: len(ids) // 2 + 1], neighbours=neighbours)
+        assert first.bm25(words, neighbours=neighbours) == expected  # made before `half`: still its own numbers
+        assert first.idf_weights(words) == idf_weights(words, documents)

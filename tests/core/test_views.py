@@ -130,6 +130,10 @@ def test_page_tree_validation_and_queries() -> None:
         PageTree((C1, C2), {C1: (C2,)}, frozenset({C1, C2}))
     with pytest.raises(ValueError, match="twice"):
         PageTree((C1,), {C1: (C2,), C2: (C1,)}, frozenset({C1, C2}))
+    with pytest.raises(ValueError, match=f"page {O1} appears twice"):
+        PageTree((O1, O2, O1), {}, frozenset())  # roots without children
+    with pytest.raises(ValueError, match=f"page {O2} appears twice"):
+        PageTree((C1, O2), {C1: (O2,)}, frozenset({C1}))  # a child listed as a root too
     assert TREE.ids() == (O1, C1, O2, C2, O3, O4, C3, O5)
     assert TREE.ancestors(O3) == (C1, C2)
     assert TREE.descendants(C1) == (O2, C2, O3, O4)
