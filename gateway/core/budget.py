@@ -19,8 +19,9 @@ conversation that spans months a relevant old page must still beat a less releva
 An option is worth ``priority ** RELEVANCE_POWER x coverage x detail_tokens`` (see :data:`RELEVANCE_POWER`):
 the share of the page it shows, in the page's own tokens, since a page that says more is likelier to hold what
 is asked — in the tokens that can hold it (``worth_tokens``: for a question about the user, the user's own words,
-not the replies around them; :func:`gateway.core.excerpt.speaking_share`). A whole line of a page is then worth about its priority per token, whatever the page's length, and an
-excerpt that holds most of a long page's worth in a few tokens is worth much more. The context is filled by the best value per token: starting from
+not the replies around them; :func:`gateway.core.excerpt.speaking_share`). A whole line of a page is then worth
+about its priority per token, whatever the page's length, and an excerpt that holds most of a long page's worth
+in a few tokens is worth much more. The context is filled by the best value per token: starting from
 nothing, the step with the highest added value per added token is taken next — a line for one page, a larger
 excerpt or the Detail node for another — while it fits. So a high-priority page gets Detail only when that beats
 showing more of the others, and a tight budget shows many pages in part rather than a few whole. Each page's
@@ -76,7 +77,6 @@ __all__ = [
     "PoolExceeded",
     "fit_context",
     "fit_rendered",
-    "outside",
     "outside_at",
     "outside_bound",
     "priority",
@@ -411,35 +411,11 @@ class PoolExceeded(Exception):
 @dataclass(frozen=True)
 class Outside:
     """A page left out of the pool before fitting; not pinned, not asked Unpacked. ``worth``: strictly more than
-    any of its first steps could be worth per token (see :func:`outside`); ``cheapest``: its cheapest entry's
+    any of its first steps could be worth per token (see :func:`outside_bound`); ``cheapest``: its cheapest entry's
     cost in tokens."""
 
     worth: float
     cheapest: int
-
-
-def outside(
-    priority: float,
-    *,
-    detail_tokens: int,
-    summary_tokens: int,
-    background_tokens: int,
-    line_coverage: float | None = None,
-    content_on_line: bool = False,
-    excerpts: Sequence[Excerpt] = (),
-    node_overhead: int = NODE_OVERHEAD,
-) -> Outside:
-    """The :class:`Outside` of a page of ``priority``. A step is worth ``priority ** RELEVANCE_POWER`` times the
-    coverage it adds times the page's tokens, per token it adds; the first step from nothing is worth at most its
-    option's coverage x tokens / cost, and no later step is taken before a first one. A Summary or Detail node
-    covers less than its cost in the page's tokens (the node's tags, ``node_overhead`` > 0, are on top), so it
-    never exceeds 1 per token; the line and the excerpts are counted as they are (``line_coverage`` defaults as
-    :class:`Candidate`'s does). The cheapest entry is the cheapest of them all, nodes included."""
-    gain, cheapest = outside_bound(
-        detail_tokens=detail_tokens, summary_tokens=summary_tokens, background_tokens=background_tokens,
-        line_coverage=line_coverage, content_on_line=content_on_line, excerpts=excerpts, node_overhead=node_overhead,
-    )  # fmt: skip
-    return outside_at(priority, gain, cheapest)
 
 
 def outside_bound(
@@ -452,8 +428,14 @@ def outside_bound(
     excerpts: Sequence[Excerpt] = (),
     node_overhead: int = NODE_OVERHEAD,
 ) -> tuple[float, int]:
-    """The part of :func:`outside` that does not depend on the page's priority: its best first step's gain per
-    token, and its cheapest entry (the same for a page on every request while its excerpts are the same)."""
+    """The part of a page's :class:`Outside` that does not depend on its priority (the same on every request while
+    its excerpts are the same): its best first step's gain per token and its cheapest entry. A step is worth
+    ``priority ** RELEVANCE_POWER`` times the coverage it adds times the page's tokens, per token it adds; the first
+    step from nothing is worth at most its option's coverage x tokens / cost, and no later step is taken before a
+    first one. A Summary or Detail node covers less than its cost in the page's tokens (the node's tags,
+    ``node_overhead`` > 0, are on top), so it never exceeds 1 per token; the line and the excerpts are counted as
+    they are (``line_coverage`` defaults as :class:`Candidate`'s does). The cheapest entry is the cheapest of them
+    all, nodes included."""
     if line_coverage is None:
         line_coverage = 1.0 if content_on_line else _share(background_tokens, detail_tokens)
     size = max(detail_tokens, 1)
@@ -463,7 +445,7 @@ def outside_bound(
 
 
 def outside_at(priority: float, gain: float, cheapest: int) -> Outside:
-    """:func:`outside` from its :func:`outside_bound`."""
+    """The :class:`Outside` of a page of ``priority`` from its :func:`outside_bound`."""
     # a hair above the bound: strictly more than the fill's own product (value / paid, rounded in another order)
     return Outside(priority**RELEVANCE_POWER * gain * (1 + 1e-9), cheapest)
 

@@ -18,7 +18,8 @@ repeat query terms — every proper subset of the page's matching units in that 
 text, its token cost and its *coverage*, the share of the page it holds. A page that holds a share s of the
 query's weight (its *strength*) owes that share of its value to the query terms its units hold, and a set of
 units holds the part of it whose terms they hold; the rest is spread by tokens (a fact the query does not name
-is as likely in any token). A unit that only repeats terms adds its tokens' share. So a page that only
+is as likely in any token — of the user's messages alone, for a question about the user, :func:`query_source`).
+A unit that only repeats terms adds its tokens' share. So a page that only
 shares a common word with the query is cut by size, and one whose single message holds every query word is
 worth little more than that message. The budget weighs these options against a line and a Detail node
 (:mod:`gateway.core.budget`). Same inputs, same output.

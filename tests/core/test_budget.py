@@ -22,7 +22,8 @@ from gateway.core.budget import (
     PoolExceeded,
     fit_context,
     fit_rendered,
-    outside,
+    outside_at,
+    outside_bound,
     priority,
     rank,
 )
@@ -381,9 +382,10 @@ def test_rank_is_the_priority_before_a_candidate_is_made() -> None:
 
 
 def _outside(c: Candidate) -> Outside:
-    return outside(priority(c, NOW), detail_tokens=c.detail_tokens, summary_tokens=c.summary_tokens, background_tokens=c.background_tokens,
-                   line_coverage=c.line_coverage, content_on_line=c.content_on_line,
-                   excerpts=c.excerpts)
+    return outside_at(priority(c, NOW), *outside_bound(
+        detail_tokens=c.detail_tokens, summary_tokens=c.summary_tokens, background_tokens=c.background_tokens,
+        line_coverage=c.line_coverage, content_on_line=c.content_on_line, excerpts=c.excerpts,
+    ))  # fmt: skip
 
 
 def _fill(candidates: list[Candidate], budget: int, fixed: int, rest: Sequence[Outside] = ()) -> FitResult:
