@@ -20,9 +20,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from gateway.adapters.redis_store import (
-    Manifest, NewPage, RedisStore, encode_vector, manifest_json, new_version, parse_manifest, store_errors,
-)  # fmt: skip
+from gateway.adapters.manifests import Manifest, NewPage, encode_vector, manifest_json, parse_manifest
+from gateway.adapters.redis_store import RedisStore, new_version, store_errors
 from gateway.adapters.store_keys import ThreadKey, threads_key
 from gateway.core.segmentation import Buffer, Suspect
 

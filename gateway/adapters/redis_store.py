@@ -7,16 +7,14 @@ stores each page once, and a page is in the consolidation log exactly once.
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
-from functools import cached_property
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -28,16 +26,14 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
-from gateway.core import LineHolds, Page, PageType, Step, View, background_line, line_holds, summary_fits_line
+from gateway.adapters.manifests import Manifest, NewPage, decode_vector, encode_vector, manifest_json, parse_manifest, user_vector_field
 from gateway.adapters.store_keys import ThreadKey, ThreadKeys, tenant_threads_key, threads_key
-from gateway.core.budget import DAY_OVERHEAD, outside_bound
-from gateway.core.pages import utc
-from gateway.core.lexical import LEXICON, restem, term_counts
+from gateway.core import Page, Step, View
 from gateway.core.postings import Postings
 from gateway.errors import StoreUnavailable
 
 __all__ = [
-    "open_redis", "RedisStore", "ThreadKey", "ThreadEntry", "Manifest", "NewPage", "ThreadSnapshot", "PageCache", "new_version", "manifest_json", "parse_manifest", "store_errors",
+    "open_redis", "RedisStore", "ThreadKey", "ThreadEntry", "ThreadSnapshot", "PageCache", "new_version", "store_errors",
 ]  # fmt: skip
 
 log = logging.getLogger("gateway.store")
@@ -59,178 +55,6 @@ def open_redis(url: str, *, cluster: bool = False) -> RedisClient:
 
 
 DERIVED_KEPT = 8  # values a thread's version keeps for the request path (ThreadSnapshot.derived): a few trees
-LINES = 2  # background_tokens counts the line without its date (2), or with it (1, before day headings)
-
-
-@dataclass(frozen=True)
-class Manifest:
-    """A stored page without its content, the token counts the budget needs and the term counts of its
-    content for lexical matching."""
-
-    page: Page  # content is empty; see RedisStore.pages for the full page
-    summary_tokens: int
-    background_tokens: int
-    terms: Mapping[str, int]
-    length: int
-    anchor: str = ""
-    line: LineHolds = LineHolds.LEAD  # what the page's background line carries whole
-    # the term counts of the user's own messages (the anchor) — a question about the user is matched on them
-    # (gateway.service.router); None: the whole page's (a consolidated page, or one stored without its anchor)
-    user_terms: Mapping[str, int] | None = None
-    user_length: int = 0
-
-    @property
-    def own_terms(self) -> Mapping[str, int]:
-        """What the user said in the page, as term counts (the whole page's when that is unknown)."""
-        return self.terms if self.user_terms is None else self.user_terms
-
-    @property
-    def own_length(self) -> int:
-        return self.length if self.user_terms is None else self.user_length
-
-    # Derived once per manifest (a parsed manifest is reused while its stored JSON is unchanged), for the
-    # request path's loops over every top-level page of a thread.
-
-    @cached_property
-    def written_us(self) -> int:
-        """The page's time in whole microseconds since the epoch (UTC): exact, so ages computed from it are the
-        same floats as ``timedelta.total_seconds()`` of the datetimes'."""
-        return micros(self.page.timestamp)
-
-    @cached_property
-    def written_ts(self) -> float:
-        """``utc(page.timestamp).timestamp()``."""
-        return utc(self.page.timestamp).timestamp()
-
-    @cached_property
-    def bound(self) -> tuple[float, int]:
-        """:func:`gateway.core.budget.outside_bound` of the page without excerpts (its line and its nodes)."""
-        return outside_bound(
-            detail_tokens=self.page.tokens, summary_tokens=self.summary_tokens, background_tokens=self.background_tokens,
-            content_on_line=self.line is LineHolds.CONTENT,
-        )  # fmt: skip
-
-
-def user_terms(page: Page, anchor: str | None) -> dict[str, int] | None:
-    """The term counts of an original page's user messages (``anchor``), derived once per process per manifest;
-    None for a consolidated page (its summary speaks for everyone) or when the anchor is not stored."""
-    if page.type is not PageType.ORIGINAL or anchor is None:
-        return None
-    return term_counts(anchor)
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def micros(moment: datetime) -> int:
-    """``moment`` (naive: UTC) in whole microseconds since the epoch."""
-    return (utc(moment) - _EPOCH) // timedelta(microseconds=1)
-
-
-@dataclass(frozen=True)
-class NewPage:
-    """A page to store with everything derived from it once, at ingestion."""
-
-    page: Page
-    summary_tokens: int
-    background_tokens: int
-    terms: Mapping[str, int]
-    vector: npt.NDArray[np.float32] | None = None
-    anchor: str = ""
-    line: LineHolds = LineHolds.LEAD
-    messages: str = ""  # an Original page's messages when its content cannot give them back (gateway.core.original)
-    user_vector: npt.NDArray[np.float32] | None = None  # the embedding of the user's own messages, when not the page's
-
-    @classmethod
-    def of(
-        cls,
-        page: Page,
-        count: Callable[[str], int],
-        terms: Mapping[str, int],
-        vector: npt.NDArray[np.float32] | None = None,
-        anchor: str = "",
-        messages: str = "",
-        user_vector: npt.NDArray[np.float32] | None = None,
-    ) -> NewPage:
-        """``page`` (with its content) and what the request path needs of it, derived here once."""
-        return cls(page, count(page.summary), count(background_line(page)), terms, vector, anchor, line_holds(page), messages,
-                   user_vector)
-
-    def manifest(self) -> Manifest:
-        """The manifest as stored and read back: the page without its content."""
-        page = replace(self.page, content="")
-        mine = user_terms(page, self.anchor)
-        return Manifest(page, self.summary_tokens, self.background_tokens, self.terms, sum(self.terms.values()), self.anchor,
-                        self.line, mine, sum(mine.values()) if mine else 0)
-
-
-def encode_vector(vector: npt.NDArray[np.float32]) -> str:
-    return base64.b64encode(vector.astype(np.float16).tobytes()).decode("ascii")
-
-
-def decode_vector(raw: str | bytes) -> npt.NDArray[np.float32]:
-    return np.frombuffer(base64.b64decode(raw), dtype=np.float16).astype(np.float32)
-
-
-def user_vector_field(page_id: str) -> str:
-    """The vector hash's field of a page's second embedding, of the user's own messages (a field of its own, so
-    that a gateway that does not know it reads the page's embedding as before)."""
-    return f"{page_id}:user"
-
-
-def manifest_json(new: NewPage) -> str:
-    page = new.page
-    return json.dumps(
-        {
-            "type": page.type.value,
-            "timestamp": page.timestamp.isoformat(),
-            "summary": page.summary,
-            "clusters": list(page.clusters),
-            "tokens": page.tokens,
-            "source_ids": list(page.source_ids),
-            "topic_id": page.topic_id,
-            "summary_tokens": new.summary_tokens,
-            "background_tokens": new.background_tokens,
-            "terms": dict(new.terms),
-            "length": sum(new.terms.values()),
-            "lexicon": LEXICON,
-            "anchor": new.anchor,
-            "line": new.line.value,
-            "lines": LINES,
-        },
-        ensure_ascii=False,
-    )
-
-
-def parse_manifest(page_id: str, raw: str, content: str = "") -> Manifest:
-    data = json.loads(raw)
-    page = Page(
-        id=page_id,
-        type=PageType(data["type"]),
-        timestamp=datetime.fromisoformat(data["timestamp"]),
-        content=content,
-        summary=data["summary"],
-        clusters=tuple(data["clusters"]),
-        tokens=data["tokens"],
-        source_ids=tuple(data["source_ids"]),
-        topic_id=data["topic_id"],
-    )
-    counts: Mapping[str, int] = data.get("terms", {})
-    length = data.get("length", 0)
-    if data.get("lexicon", 1) != LEXICON:  # stored before stemming: parsed once per process (ManifestCache)
-        counts = restem(counts, data.get("lexicon", 1))
-        length = sum(counts.values())
-    # manifests stored before "line" existed: the summary alone tells whether it fits its line
-    line = LineHolds(data["line"]) if "line" in data else LineHolds.SUMMARY if summary_fits_line(page) else LineHolds.LEAD
-    background = data["background_tokens"]
-    if data.get("lines", 1) != LINES:  # counted with the date on the line, which now heads its day's lines
-        background = max(background - DAY_OVERHEAD, 1)
-    anchor = data.get("anchor")
-    mine = user_terms(page, anchor)
-    return Manifest(page, data["summary_tokens"], background, counts, length, anchor or "", line, mine,
-                    sum(mine.values()) if mine else 0)
-
-
 @contextmanager
 def store_errors() -> Iterator[None]:
     """Redis failures, as the gateway's error: the one place they are translated."""
@@ -323,7 +147,7 @@ class _Known:
         self.manifests: dict[str, Manifest] = {}
         self.parents: dict[str, str | None] = {}
         self.postings = Postings()  # the manifests' term counts by term
-        self.user_postings = Postings()  # the same for the user's own messages (Manifest.own_terms)
+        self.user_postings: Postings | None = None  # the same for the user's own messages, once asked for
         self.derived: dict[Hashable, Any] = {}  # see ThreadSnapshot.derived
 
 
@@ -391,7 +215,8 @@ class ThreadSnapshot:
             manifest = known.manifests[page_id] = self._store._parsed.get(scope, page_id, raw)
             known.parents[page_id] = parent
             known.postings.add(page_id, manifest.terms)
-            known.user_postings.add(page_id, manifest.own_terms)
+            if known.user_postings is not None:
+                known.user_postings.add(page_id, manifest.own_terms)
             self._absent.discard(page_id)
 
     def _unread(self, ids: Sequence[str]) -> list[str]:
@@ -448,8 +273,14 @@ class ThreadSnapshot:
 
     @property
     def user_postings(self) -> Postings:
-        """The same for the user's own messages (see `Manifest.own_terms`)."""
-        return self._known.user_postings
+        """The same for the user's own messages (see `Manifest.own_terms`): built from the known pages when a
+        question about the user first asks for it, then kept up to date as pages are read."""
+        known = self._known
+        if known.user_postings is None:
+            known.user_postings = Postings()
+            for page_id, manifest in known.manifests.items():
+                known.user_postings.add(page_id, manifest.own_terms)
+        return known.user_postings
 
     def last_seen(self, ids: Sequence[str]) -> dict[str, datetime]:
         seen = self._seen

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from gateway.adapters.redis_store import Manifest, micros
+from gateway.adapters.manifests import Manifest, micros
 from gateway.core import Excerpt, LineHolds
 from gateway.core.budget import DEFAULT_HALF_LIFE, Outside, outside_at, outside_bound, rank_by_age
 from gateway.core.excerpt import ExcerptOption

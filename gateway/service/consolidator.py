@@ -23,7 +23,8 @@ import numpy as np
 from gateway.adapters.consolidation_store import ConsolidationStore
 from gateway.adapters.embedder import Embedder
 from gateway.adapters.job_queue import Job, JobQueue
-from gateway.adapters.redis_store import Manifest, NewPage, RedisStore
+from gateway.adapters.manifests import Manifest, NewPage
+from gateway.adapters.redis_store import RedisStore
 from gateway.adapters.store_keys import ThreadKey
 from gateway.adapters.upstream import Upstream
 from gateway.config import PcpSettings

@@ -17,7 +17,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from gateway.adapters.embedder import Embedder
-from gateway.adapters.redis_store import Manifest, NewPage, RedisStore, ThreadKey, ThreadSnapshot
+from gateway.adapters.manifests import Manifest, NewPage
+from gateway.adapters.redis_store import RedisStore, ThreadKey, ThreadSnapshot
 from gateway.config import PcpSettings
 from gateway.core import (
     Block,

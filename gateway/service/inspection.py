@@ -14,7 +14,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from gateway.adapters.consolidation_store import ConsolidationStore
-from gateway.adapters.redis_store import Manifest, RedisStore
+from gateway.adapters.manifests import Manifest
+from gateway.adapters.redis_store import RedisStore
 from gateway.adapters.store_keys import ThreadKey
 from gateway.core import iso_time, message_text
 from gateway.errors import InvalidRequest, ModelNotFound

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gateway.adapters.redis_store import Manifest, ThreadSnapshot
+from gateway.adapters.manifests import Manifest
+from gateway.adapters.redis_store import ThreadSnapshot
 from gateway.core import PageTree, PageType, ViewState
 
 __all__ = ["open_folded", "open_folded_kept", "visible_tree"]

@@ -30,7 +30,8 @@ import numpy as np
 import numpy.typing as npt
 
 from gateway.adapters.embedder import Embedder
-from gateway.adapters.redis_store import Manifest, RedisStore, ThreadKey
+from gateway.adapters.manifests import Manifest
+from gateway.adapters.redis_store import RedisStore, ThreadKey
 from gateway.adapters.upstream import Upstream
 from gateway.config import PcpSettings
 from gateway.core import View, iso_time, lead_text

@@ -12,7 +12,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from gateway.adapters.job_queue import JobQueue
-from gateway.adapters.redis_store import NewPage, RedisStore
+from gateway.adapters.manifests import NewPage
+from gateway.adapters.redis_store import RedisStore
 from gateway.adapters.store_keys import ThreadKey
 from gateway.adapters.upstream import LiteLLMUpstream
 from gateway.config import parse_config

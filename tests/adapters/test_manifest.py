@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
-from gateway.adapters.redis_store import NewPage, manifest_json, parse_manifest
+from gateway.adapters.manifests import NewPage, manifest_json, parse_manifest
 from gateway.core import LineHolds, original_page
 from gateway.core.budget import DAY_OVERHEAD
 from gateway.core.blocks import split_blocks

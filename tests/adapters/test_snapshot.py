@@ -11,7 +11,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from gateway.adapters.consolidation_store import ConsolidationStore
-from gateway.adapters.redis_store import NewPage, RedisStore
+from gateway.adapters.manifests import NewPage
+from gateway.adapters.redis_store import RedisStore
 from gateway.adapters.store_keys import ThreadKey
 from gateway.core import Page, PageType, View, original_page
 from gateway.core.blocks import split_blocks

@@ -164,7 +164,7 @@ def test_ingest_embeds_the_users_own_words_beside_the_whole_page(fake: FakeUpstr
     import redis
 
     from gateway.adapters.embedded_redis import EmbeddedRedis
-    from gateway.adapters.redis_store import decode_vector
+    from gateway.adapters.manifests import decode_vector
 
     workdir = tmp_path_factory.mktemp("own-words")
     server = EmbeddedRedis(workdir / "redis")

@@ -1,0 +1,185 @@
+"""A stored page's manifest: the page without its content, and what is derived from it once, at ingestion (token
+counts, term counts, the line it fits, its embeddings), with the JSON and vector encodings it is stored in.
+
+`gateway.adapters.redis_store` stores and reads them; the request path (`gateway.service`) reads their fields.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
+from functools import cached_property
+
+import numpy as np
+import numpy.typing as npt
+
+from gateway.core import LineHolds, Page, PageType, background_line, line_holds, summary_fits_line
+from gateway.core.budget import DAY_OVERHEAD, outside_bound
+from gateway.core.lexical import LEXICON, restem, term_counts
+from gateway.core.pages import utc
+
+__all__ = [
+    "Manifest", "NewPage", "decode_vector", "encode_vector", "manifest_json", "micros", "parse_manifest", "user_vector_field",
+]  # fmt: skip
+
+LINES = 2  # background_tokens counts the line without its date (2), or with it (1, before day headings)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A stored page without its content, the token counts the budget needs and the term counts of its
+    content for lexical matching."""
+
+    page: Page  # content is empty; see RedisStore.pages for the full page
+    summary_tokens: int
+    background_tokens: int
+    terms: Mapping[str, int]
+    length: int
+    anchor: str = ""
+    line: LineHolds = LineHolds.LEAD  # what the page's background line carries whole
+    anchor_stored: bool = True  # False: stored before manifests kept their anchor
+
+    @cached_property
+    def own_terms(self) -> Mapping[str, int]:
+        """What the user said in the page, as term counts, derived from its anchor when first asked for (a question
+        about the user is matched on them, gateway.service.router); the whole page's for a consolidated page (its
+        summary speaks for everyone) or one stored without its anchor."""
+        if self.page.type is not PageType.ORIGINAL or not self.anchor_stored:
+            return self.terms
+        return term_counts(self.anchor)
+
+    @cached_property
+    def own_length(self) -> int:
+        return self.length if self.own_terms is self.terms else sum(self.own_terms.values())
+
+    # Derived once per manifest (a parsed manifest is reused while its stored JSON is unchanged), for the
+    # request path's loops over every top-level page of a thread.
+
+    @cached_property
+    def written_us(self) -> int:
+        """The page's time in whole microseconds since the epoch (UTC): exact, so ages computed from it are the
+        same floats as ``timedelta.total_seconds()`` of the datetimes'."""
+        return micros(self.page.timestamp)
+
+    @cached_property
+    def written_ts(self) -> float:
+        """``utc(page.timestamp).timestamp()``."""
+        return utc(self.page.timestamp).timestamp()
+
+    @cached_property
+    def bound(self) -> tuple[float, int]:
+        """:func:`gateway.core.budget.outside_bound` of the page without excerpts (its line and its nodes)."""
+        return outside_bound(
+            detail_tokens=self.page.tokens, summary_tokens=self.summary_tokens, background_tokens=self.background_tokens,
+            content_on_line=self.line is LineHolds.CONTENT,
+        )  # fmt: skip
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def micros(moment: datetime) -> int:
+    """``moment`` (naive: UTC) in whole microseconds since the epoch."""
+    return (utc(moment) - _EPOCH) // timedelta(microseconds=1)
+
+
+@dataclass(frozen=True)
+class NewPage:
+    """A page to store with everything derived from it once, at ingestion."""
+
+    page: Page
+    summary_tokens: int
+    background_tokens: int
+    terms: Mapping[str, int]
+    vector: npt.NDArray[np.float32] | None = None
+    anchor: str = ""
+    line: LineHolds = LineHolds.LEAD
+    messages: str = ""  # an Original page's messages when its content cannot give them back (gateway.core.original)
+    user_vector: npt.NDArray[np.float32] | None = None  # the embedding of the user's own messages, when not the page's
+
+    @classmethod
+    def of(
+        cls,
+        page: Page,
+        count: Callable[[str], int],
+        terms: Mapping[str, int],
+        vector: npt.NDArray[np.float32] | None = None,
+        anchor: str = "",
+        messages: str = "",
+        user_vector: npt.NDArray[np.float32] | None = None,
+    ) -> NewPage:
+        """``page`` (with its content) and what the request path needs of it, derived here once."""
+        return cls(page, count(page.summary), count(background_line(page)), terms, vector, anchor, line_holds(page), messages,
+                   user_vector)
+
+    def manifest(self) -> Manifest:
+        """The manifest as stored and read back: the page without its content."""
+        page = replace(self.page, content="")
+        return Manifest(page, self.summary_tokens, self.background_tokens, self.terms, sum(self.terms.values()), self.anchor, self.line)
+
+
+def encode_vector(vector: npt.NDArray[np.float32]) -> str:
+    return base64.b64encode(vector.astype(np.float16).tobytes()).decode("ascii")
+
+
+def decode_vector(raw: str | bytes) -> npt.NDArray[np.float32]:
+    return np.frombuffer(base64.b64decode(raw), dtype=np.float16).astype(np.float32)
+
+
+def user_vector_field(page_id: str) -> str:
+    """The vector hash's field of a page's second embedding, of the user's own messages (a field of its own, so
+    that a gateway that does not know it reads the page's embedding as before)."""
+    return f"{page_id}:user"
+
+
+def manifest_json(new: NewPage) -> str:
+    page = new.page
+    return json.dumps(
+        {
+            "type": page.type.value,
+            "timestamp": page.timestamp.isoformat(),
+            "summary": page.summary,
+            "clusters": list(page.clusters),
+            "tokens": page.tokens,
+            "source_ids": list(page.source_ids),
+            "topic_id": page.topic_id,
+            "summary_tokens": new.summary_tokens,
+            "background_tokens": new.background_tokens,
+            "terms": dict(new.terms),
+            "length": sum(new.terms.values()),
+            "lexicon": LEXICON,
+            "anchor": new.anchor,
+            "line": new.line.value,
+            "lines": LINES,
+        },
+        ensure_ascii=False,
+    )
+
+
+def parse_manifest(page_id: str, raw: str, content: str = "") -> Manifest:
+    data = json.loads(raw)
+    page = Page(
+        id=page_id,
+        type=PageType(data["type"]),
+        timestamp=datetime.fromisoformat(data["timestamp"]),
+        content=content,
+        summary=data["summary"],
+        clusters=tuple(data["clusters"]),
+        tokens=data["tokens"],
+        source_ids=tuple(data["source_ids"]),
+        topic_id=data["topic_id"],
+    )
+    counts: Mapping[str, int] = data.get("terms", {})
+    length = data.get("length", 0)
+    if data.get("lexicon", 1) != LEXICON:  # stored before stemming: parsed once per process (ManifestCache)
+        counts = restem(counts, data.get("lexicon", 1))
+        length = sum(counts.values())
+    # manifests stored before "line" existed: the summary alone tells whether it fits its line
+    line = LineHolds(data["line"]) if "line" in data else LineHolds.SUMMARY if summary_fits_line(page) else LineHolds.LEAD
+    background = data["background_tokens"]
+    if data.get("lines", 1) != LINES:  # counted with the date on the line, which now heads its day's lines
+        background = max(background - DAY_OVERHEAD, 1)
+    return Manifest(page, data["summary_tokens"], background, counts, length, data.get("anchor", ""), line, "anchor" in data)
