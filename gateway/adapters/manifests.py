@@ -22,7 +22,8 @@ from gateway.core.lexical import LEXICON, restem, term_counts
 from gateway.core.pages import utc
 
 __all__ = [
-    "Manifest", "NewPage", "decode_vector", "encode_vector", "manifest_json", "micros", "parse_manifest", "user_vector_field",
+    "Manifest", "NewPage", "decode_vector", "encode_vector", "manifest_json", "micros", "parse_manifest", "sentences_vector_field",
+    "user_vector_field",
 ]  # fmt: skip
 
 LINES = 2  # background_tokens counts the line without its date (2), or with it (1, before day headings)
@@ -99,6 +100,7 @@ class NewPage:
     line: LineHolds = LineHolds.LEAD
     messages: str = ""  # an Original page's messages when its content cannot give them back (gateway.core.original)
     user_vector: npt.NDArray[np.float32] | None = None  # the embedding of the user's own messages, when not the page's
+    sentence_vectors: npt.NDArray[np.float32] | None = None  # one row per sentence of theirs, when they wrote several
 
     @classmethod
     def of(
@@ -110,10 +112,11 @@ class NewPage:
         anchor: str = "",
         messages: str = "",
         user_vector: npt.NDArray[np.float32] | None = None,
+        sentence_vectors: npt.NDArray[np.float32] | None = None,
     ) -> NewPage:
         """``page`` (with its content) and what the request path needs of it, derived here once."""
         return cls(page, count(page.summary), count(background_line(page)), terms, vector, anchor, line_holds(page), messages,
-                   user_vector)
+                   user_vector, sentence_vectors)
 
     def manifest(self) -> Manifest:
         """The manifest as stored and read back: the page without its content."""
@@ -133,6 +136,12 @@ def user_vector_field(page_id: str) -> str:
     """The vector hash's field of a page's second embedding, of the user's own messages (a field of its own, so
     that a gateway that does not know it reads the page's embedding as before)."""
     return f"{page_id}:user"
+
+
+def sentences_vector_field(page_id: str) -> str:
+    """The vector hash's field of the embeddings of the user's sentences, one after the other (a message of several
+    sentences: a fact said in passing is averaged away in the message's embedding)."""
+    return f"{page_id}:sentences"
 
 
 def manifest_json(new: NewPage) -> str:

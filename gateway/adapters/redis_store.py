@@ -26,7 +26,9 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
-from gateway.adapters.manifests import Manifest, NewPage, decode_vector, encode_vector, manifest_json, parse_manifest, user_vector_field
+from gateway.adapters.manifests import (
+    Manifest, NewPage, decode_vector, encode_vector, manifest_json, parse_manifest, sentences_vector_field, user_vector_field,
+)  # fmt: skip
 from gateway.adapters.store_keys import ThreadKey, ThreadKeys, tenant_threads_key, threads_key
 from gateway.core import Page, Step, View
 from gateway.core.postings import Postings
@@ -90,17 +92,19 @@ class ManifestCache:
 
 _ADD_PAGES = """
 -- KEYS: manifest, content, vector, log, messages, version (one thread: one slot)
--- ARGV: a fresh version token, then (id, manifest, content, vector, messages, user vector field, user vector) per page
+-- ARGV: a fresh version token, then (id, manifest, content, vector, messages, user vector field, user vector,
+--       user sentences field, user sentences' vectors) per page
 -- New pages change no stored one: the version is only set if the thread has none yet
 redis.call('SET', KEYS[6], ARGV[1], 'NX')
 local added = {}
-for i = 2, #ARGV, 7 do
+for i = 2, #ARGV, 9 do
   local id = ARGV[i]
   if redis.call('HSETNX', KEYS[1], id, ARGV[i + 1]) == 1 then
     redis.call('HSET', KEYS[2], id, ARGV[i + 2])
     if ARGV[i + 3] ~= '' then redis.call('HSET', KEYS[3], id, ARGV[i + 3]) end
     if ARGV[i + 4] ~= '' then redis.call('HSET', KEYS[5], id, ARGV[i + 4]) end
     if ARGV[i + 6] ~= '' then redis.call('HSET', KEYS[3], ARGV[i + 5], ARGV[i + 6]) end
+    if ARGV[i + 8] ~= '' then redis.call('HSET', KEYS[3], ARGV[i + 7], ARGV[i + 8]) end
     redis.call('RPUSH', KEYS[4], id)
     added[#added + 1] = id
   end
@@ -380,7 +384,9 @@ class RedisStore:
         for new in items:
             vector = encode_vector(new.vector) if new.vector is not None else ""
             mine = encode_vector(new.user_vector) if new.user_vector is not None else ""
-            args += [new.page.id, manifest_json(new), new.page.content, vector, new.messages, user_vector_field(new.page.id), mine]
+            sentences = encode_vector(new.sentence_vectors.ravel()) if new.sentence_vectors is not None else ""
+            args += [new.page.id, manifest_json(new), new.page.content, vector, new.messages, user_vector_field(new.page.id), mine,
+                     sentences_vector_field(new.page.id), sentences]
         with store_errors():
             reply = await self._redis.eval(
                 _ADD_PAGES, 6, keys.manifest, keys.content, keys.vector, keys.log, keys.messages, keys.version, new_version(), *args
@@ -439,16 +445,21 @@ class RedisStore:
 
     async def vectors(self, thread: ThreadKey, ids: Sequence[str], user: bool = False) -> dict[str, npt.NDArray[np.float32]]:
         """Content embeddings of the pages among `ids` that have one; with ``user``, of the user's own messages
-        (the content's where the page has no separate one)."""
+        (the content's where the page has no separate one), as a matrix whose further rows are the embeddings
+        of the user's sentences where they were stored (a message of several)."""
         if not ids:
             return {}
-        fields = [user_vector_field(i) for i in ids] + list(ids) if user else list(ids)
+        n = len(ids)
+        fields = ([user_vector_field(i) for i in ids] + list(ids) + [sentences_vector_field(i) for i in ids]) if user else list(ids)
         with store_errors():
             raws = await self._redis.hmget(self.keys(thread).vector, fields)
-        found = {page_id: decode_vector(raw) for page_id, raw in zip(ids, raws) if raw is not None}
+        found = {page_id: decode_vector(raw) for page_id, raw in zip(ids, raws[:n]) if raw is not None}
         if user:  # the page's own where it has no second one
-            page = raws[len(ids):]
-            found.update({i: decode_vector(raw) for i, raw in zip(ids, page) if raw is not None and i not in found})
+            found.update({i: decode_vector(raw) for i, raw in zip(ids, raws[n : 2 * n]) if raw is not None and i not in found})
+            for page_id, raw in zip(ids, raws[2 * n :]):
+                whole = found.get(page_id)
+                if raw is not None and whole is not None:
+                    found[page_id] = np.vstack([whole, decode_vector(raw).reshape(-1, len(whole))])
         return found
 
     async def parents(self, thread: ThreadKey, ids: Sequence[str]) -> dict[str, str]:

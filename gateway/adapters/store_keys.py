@@ -7,7 +7,8 @@ so a thread's keys share one slot and its multi-key transactions and scripts sta
                          of its summary and background line, its term counts and its anchor text)
 - `...:content`   hash   page id -> page content
 - `...:vector`    hash   page id -> embedding of the page content (base64 float16); `<page id>:user` -> embedding of
-                          its user's own messages (pages with a reply)
+                          its user's own messages (pages with a reply); `<page id>:sentences` -> embeddings of
+                          their sentences, one after the other (where they are several)
 - `...:messages`  hash   page id -> an Original page's messages as JSON, only where its content cannot
                          give them back exactly (gateway.core.original)
 - `...:log`       list   ids of original pages in the order they were first stored (consolidation input)

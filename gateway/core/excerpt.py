@@ -42,6 +42,7 @@ __all__ = [
     "line_coverage",
     "query_source",
     "render_excerpt",
+    "sentences",
     "speaking_share",
     "units_of",
 ]
@@ -99,6 +100,11 @@ def _messages(content: str) -> list[list[str]]:
 def _sentences(line: str) -> list[str]:
     parts = [m.group(0) for m in _SENTENCE.finditer(line) if m.group(0)]
     return parts if "".join(parts) == line else [line]
+
+
+def sentences(text: str) -> list[str]:
+    """``text``'s sentences, line by line, stripped (empty ones left out)."""
+    return [piece.strip() for line in text.split("\n") for piece in _sentences(line) if piece.strip()]
 
 
 def _speaker(rows: Sequence[str]) -> str:

@@ -16,6 +16,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+import numpy as np
+
 from gateway.adapters.embedder import Embedder
 from gateway.adapters.manifests import Manifest, NewPage
 from gateway.adapters.redis_store import RedisStore, ThreadKey, ThreadSnapshot
@@ -56,7 +58,9 @@ from gateway.core.instructions import InstructionCosts, instruction_costs
 from gateway.core.original import kept_messages
 from gateway.core.rounds import ZoomNames
 from gateway.errors import ContextLengthExceeded, InvalidRequest
-from gateway.core.excerpt import ExcerptOption, Unit, excerpt_options, line_coverage, query_source, speaking_share, units_of
+from gateway.core.excerpt import (
+    ExcerptOption, Unit, excerpt_options, line_coverage, query_source, sentences, speaking_share, units_of,
+)  # fmt: skip
 from gateway.core.lexical import idf_weights, term_counts, terms
 from gateway.core.postings import Documents
 from gateway.core.scaffolding import Layout, compile_pins, decide, scaffolding_blocks
@@ -258,16 +262,25 @@ class ContextBuilder:
                 fresh[block_id] = (original_page(block, moment, count), block)
         entries = list(fresh.values())
         pages = [page for page, _ in entries]
-        # a page where others speak too gets a second embedding, of the user's own messages: a question about the
-        # user is matched on it (gateway.service.router)
+        # a page where others speak too gets a second embedding, of the user's own messages, and one per sentence
+        # of them when they are several: a question about the user is matched on them (gateway.service.router),
+        # and a fact said in passing ("by the way, I just got a smoker") is averaged away in its message's
         own = [i for i, (_, block) in enumerate(entries)
                if block.anchor_text and any(m.get("role") != "user" for m in block.messages)]
-        texts = [p.content for p in pages] + [entries[i][1].anchor_text for i in own]
+        said = {i: split for i in own if len(split := sentences(entries[i][1].anchor_text)) > 1}
+        texts = [p.content for p in pages] + [entries[i][1].anchor_text for i in own] + [t for i in said for t in said[i]]
         vectors: list[Any] = list(await self._embedder.embed(texts)) if self._embedder and pages else [None] * len(texts)
         user_vectors = dict(zip(own, vectors[len(pages):]))
+        sentence_vectors: dict[int, Any] = {}
+        at = len(pages) + len(own)
+        for i, split in said.items():
+            rows = vectors[at : at + len(split)]
+            at += len(split)
+            if all(row is not None for row in rows):
+                sentence_vectors[i] = np.vstack(rows)
         new = [
             NewPage.of(page, count, term_counts(page.content), vectors[i], block.anchor_text, kept_messages(block),
-                       user_vectors.get(i))
+                       user_vectors.get(i), sentence_vectors.get(i))
             for i, (page, block) in enumerate(entries)
         ]
         added = await self._store.add_pages(thread, new, now.timestamp(), snapshot)

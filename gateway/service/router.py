@@ -132,7 +132,8 @@ class Router:
         self._aligned: OrderedDict[str, tuple[tuple[str, ...], list[npt.NDArray[np.float32] | None]]] = OrderedDict()
 
     async def _semantic(self, thread: ThreadKey, match_text: str, ids: Sequence[str], user: bool = False) -> list[float]:
-        """Cosine of the query with each page's embedding (with ``user``, the embedding of the user's own messages)."""
+        """Cosine of the query with each page's embedding (with ``user``, the embedding of the user's own messages,
+        or the best of it and their sentences')."""
         if self._embedder is None or not ids:
             return [0.0] * len(ids)
         scope = f"{thread.tenant}:{thread.thread}" + (" user" if user else "")
@@ -161,7 +162,11 @@ class Router:
                 self._queries.popitem(last=False)
         else:
             self._queries.move_to_end(match_text)
-        return [float(np.dot(vector, query)) if vector is not None else 0.0 for vector in vectors]
+        # a page with the user's sentences embedded too matches on the best of them (gateway.service.context.ingest)
+        return [
+            0.0 if vector is None else float(np.dot(vector, query)) if vector.ndim == 1 else float(np.dot(vector, query).max())
+            for vector in vectors
+        ]
 
     async def select(
         self,

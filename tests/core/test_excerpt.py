@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from gateway.core.excerpt import ELLIPSIS, UNIT_TOKENS, excerpt_options, line_coverage, query_source, render_excerpt, units_of
+from gateway.core.excerpt import ELLIPSIS, UNIT_TOKENS, excerpt_options, line_coverage, query_source, render_excerpt, sentences, units_of
 from gateway.core.lexical import idf_weights, terms
 from gateway.core.tokens import TokenCounter
 
@@ -169,3 +169,10 @@ def test_long_excerpts_are_estimated_close_to_their_real_size() -> None:
         assert real <= option.tokens <= 1.1 * real  # errs high, by a little
     assert all(option.tokens < sum(u.tokens for u in units) for option in options)  # never as long as Detail
 
+
+
+def test_sentences_splits_lines_then_sentences_and_drops_empty_ones() -> None:
+    text = "Can you help me plan a trip? We camp two nights.\n\nBy the way, I just got a smoker!  \nThanks"
+    assert sentences(text) == ["Can you help me plan a trip?", "We camp two nights.", "By the way, I just got a smoker!", "Thanks"]
+    assert sentences("one line, no full stop") == ["one line, no full stop"]
+    assert sentences("") == []

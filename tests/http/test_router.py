@@ -160,6 +160,32 @@ def test_a_question_about_the_user_is_matched_on_what_the_user_said(routed: Gate
     assert shortlist[0] == node_id_with(root, "Any tips for portraits")
 
 
+TRIP = [
+    {"role": "user", "content": (
+        "Can you help me plan a road trip from Denver to Moab in October? I'd like a stop every two hours and a "
+        "list of scenic overlooks on the way. We will camp for two nights near Arches. "
+        "By the way, I just got a smoker today and I can't wait to try it out."
+    )},
+    {"role": "assistant", "content": (
+        "Take I-70 west: stop in Glenwood Springs, then Grand Junction, then Green River. Overlooks: Dead Horse "
+        "Point, the Colorado River scenic byway (route 128) and Delicate Arch at sunset. Book the Devils Garden "
+        "campground early; October nights drop near freezing, so bring warm sleeping bags."
+    )},
+]
+COOKING = [{"role": "user", "content": "What should I cook tonight?"}, {"role": "assistant", "content": "A mushroom risotto."}]
+
+
+def test_a_fact_said_in_passing_is_matched_on_its_own_sentence(routed: GatewayProcess, upstream: FakeUpstream) -> None:
+    """A long request with an aside ("by the way, I just got a smoker") is embedded as a whole about a road trip;
+    the aside's own sentence is what a question about the user's new appliance matches."""
+    messages = [*history()[:8], *TRIP, *history()[8:], *COOKING]
+    root, _ = ask(routed, upstream, "What barbecue equipment did I buy recently?", Reply(content='{"detail": [], "summary": []}'), messages)
+    router_request = [r for r in upstream.chat_requests if is_router_call(r)][-1].body
+    assert router_request is not None
+    shortlist = re.findall(r"^- id=([0-9a-f]+)", router_request["messages"][1]["content"], re.MULTILINE)
+    assert shortlist[0] == node_id_with(root, "road trip from Denver")
+
+
 def test_ingest_embeds_the_users_own_words_beside_the_whole_page(fake: FakeUpstream, upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> None:
     import redis
 
@@ -172,13 +198,19 @@ def test_ingest_embeds_the_users_own_words_beside_the_whole_page(fake: FakeUpstr
     try:
         config = gateway_config(fake.url, workdir / "data", store={"redis_url": url, "key_prefix": prefix}, pcp={"consolidation": False})
         with GatewayProcess(config=config, workdir=workdir) as gateway:
-            ask(gateway, upstream, "Which lens did I buy?", Reply(content="unused"))
+            ask(gateway, upstream, "Which lens did I buy?", Reply(content="unused"), [*history(), *TRIP])
         store = redis.Redis.from_url(url, decode_responses=True)
         fields = {k: v for key in store.scan_iter(match=f"{prefix}:*:vector") for k, v in store.hgetall(key).items()}
-        pages = [k for k in fields if not k.endswith(":user")]
-        assert len(pages) == len(FACTS) and set(fields) == {*pages, *(f"{p}:user" for p in pages)}  # one per exchange
+        pages = [k for k in fields if ":" not in k]
+        several = [k.removesuffix(":sentences") for k in fields if k.endswith(":sentences")]
+        assert len(pages) == len(FACTS) + 1 and set(fields) == {*pages, *(f"{p}:user" for p in pages), *(f"{p}:sentences" for p in several)}
         for page_id in pages:
             page, mine = decode_vector(fields[page_id]), decode_vector(fields[f"{page_id}:user"])
             assert page.shape == mine.shape and float(page @ mine) < 0.99  # two different texts were embedded
+        # only the message of several sentences has theirs, one embedding each, each unlike the message's
+        assert len(several) == 1
+        rows = decode_vector(fields[f"{several[0]}:sentences"]).reshape(-1, 384)
+        mine = decode_vector(fields[f"{several[0]}:user"])
+        assert len(rows) == 4 and all(float(row @ mine) < 0.99 for row in rows)
     finally:
         server.stop()
