@@ -24,6 +24,7 @@ __all__ = [
     "STOPWORDS",
     "bm25",
     "drop_common_words",
+    "drop_time_phrases",
     "idf_weights",
     "is_low_information",
     "restem",
@@ -136,6 +137,27 @@ def drop_common_words(text: str, documents: Sequence[Mapping[str, int]], share: 
 
     reduced = " ".join(_WORD.sub(keep, text).split())
     return reduced if words(reduced) else text
+
+
+_COUNT = r"(?:\d{1,3}|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a couple of|a few|few|several|many)"
+_UNIT = r"(?:days?|weeks?|months?|years?)"
+_DAYS = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_TIME_PHRASE = re.compile(
+    rf"\b(?:(?:in|over|during|within) )?(?:the )?(?:past|last) (?:{_COUNT} )?{_UNIT}\b"  # in the past month, the last 3 weeks
+    rf"|\b{_COUNT} {_UNIT} (?:ago|back|earlier)\b"  # two weeks ago, how many days ago
+    rf"|\blast (?:week|weekend|month|year|night|{_DAYS})\b|\bthis (?:week|month|year)\b"
+    r"|\b(?:the day before )?yesterday\b",
+    re.IGNORECASE,
+)
+
+
+def drop_time_phrases(text: str) -> str:
+    """``text`` without the phrases that place what it asks in time ("two weeks ago", "last Saturday", "in the past
+    month"). Their words name a date, not what was said: matched as words, "week" and "ago" pull towards every
+    message that mentions a week ("meal plans for the upcoming week"), and the message that holds the answer says
+    "today" or nothing about time. When nothing informative would remain, ``text`` is returned unchanged."""
+    reduced = re.sub(r"\s+([?.!,;:])", r"\1", " ".join(_TIME_PHRASE.sub(" ", text).split()))
+    return reduced if reduced != text and words(reduced) else text
 
 
 def idf_weights(query: Sequence[str], documents: Sequence[Mapping[str, int]]) -> dict[str, float]:

@@ -36,7 +36,7 @@ from gateway.adapters.upstream import Upstream
 from gateway.config import PcpSettings
 from gateway.core import View, iso_time, lead_text
 from gateway.core.excerpt import query_source
-from gateway.core.lexical import bm25, drop_common_words, is_low_information, terms
+from gateway.core.lexical import bm25, drop_common_words, drop_time_phrases, is_low_information, terms
 from gateway.core.postings import Documents
 from gateway.errors import GatewayError
 
@@ -180,7 +180,7 @@ class Router:
         """Relevance and views for ``roots`` (in conversation order); ``documents``, the same pages over the
         thread's postings, gives the lexical statistics without looking at every page (the same numbers), and
         ``own`` gives the same for the user's own messages, on which a question about the user is matched."""
-        match_text = reconstruct_query(query, previous_summary)
+        match_text = reconstruct_query(drop_time_phrases(query), previous_summary)
         ids = [m.page.id for m in roots]
         counts = [m.terms for m in roots]
         query_terms = terms(match_text)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.lexical import bm25, drop_common_words, is_low_information, restem, term_counts, terms, words
+from gateway.core.lexical import bm25, drop_common_words, drop_time_phrases, is_low_information, restem, term_counts, terms, words
 
 
 def test_words_drop_stopwords_and_single_letters() -> None:
@@ -61,3 +61,23 @@ def test_irregular_forms_meet_their_base_word() -> None:
     assert terms("How much did I spend? What did she buy? Where did they go?") == terms("much I spent; she bought; they went")
     assert terms("a bit of ground") == ["bit", "ground"]  # forms that are mostly other words stay apart
     assert restem({"bought": 2, "paint": 1}, 2) == {"buy": 2, "paint": 1}  # stored stems meet the new terms
+
+
+@pytest.mark.parametrize(
+    ("query", "matched"),
+    [
+        ("What kitchen appliance did I buy 10 days ago?", "What kitchen appliance did I buy?"),
+        ("Who did I go with to the concert last Saturday?", "Who did I go with to the concert?"),
+        ("What gardening activity did I do two weeks ago?", "What gardening activity did I do?"),
+        ("Which store did I spend the most at in the past month?", "Which store did I spend the most at?"),
+        ("How many hours did I jog last week, and this month?", "How many hours did I jog, and?"),
+        ("How many days ago did I meet Emma?", "How did I meet Emma?"),
+        ("What did I cook the day before yesterday?", "What did I cook?"),
+        # nothing that places the question in time: unchanged, as is a question that would be left with nothing
+        ("What was my last job?", "What was my last job?"),
+        ("When did Caroline go to the support group?", "When did Caroline go to the support group?"),
+        ("yesterday?", "yesterday?"),
+    ],
+)
+def test_drop_time_phrases_leaves_what_the_question_is_about(query: str, matched: str) -> None:
+    assert drop_time_phrases(query) == matched

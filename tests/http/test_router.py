@@ -186,6 +186,21 @@ def test_a_fact_said_in_passing_is_matched_on_its_own_sentence(routed: GatewayPr
     assert shortlist[0] == node_id_with(root, "road trip from Denver")
 
 
+def test_the_words_that_place_a_question_in_time_are_not_matched(routed: GatewayProcess, upstream: FakeUpstream) -> None:
+    """"Two weeks ago" names a date, not what was said: its words must not pull the question towards the page
+    that talks about weeks (the gardening the user did then says "today")."""
+    weeks = [{"role": "user", "content": "Can you plan my meals for the next two weeks? I cook on weekdays only."},
+             {"role": "assistant", "content": "Week one: soups and stews. Week two: salads and grain bowls."}]
+    saplings = [{"role": "user", "content": "I planted twelve tomato saplings in the raised bed today."},
+                {"role": "assistant", "content": "Nice! Water them deeply and stake them early."}]
+    messages = [*history()[:4], *weeks, *history()[4:8], *saplings, *history()[10:], *COOKING]
+    root, _ = ask(routed, upstream, "What gardening did I do two weeks ago?", Reply(content='{"detail": [], "summary": []}'), messages)
+    router_request = [r for r in upstream.chat_requests if is_router_call(r)][-1].body
+    assert router_request is not None and "two weeks ago" not in router_request["messages"][1]["content"]
+    shortlist = re.findall(r"^- id=([0-9a-f]+)", router_request["messages"][1]["content"], re.MULTILINE)
+    assert shortlist.index(node_id_with(root, "tomato saplings")) < shortlist.index(node_id_with(root, "next two weeks"))
+
+
 def test_ingest_embeds_the_users_own_words_beside_the_whole_page(fake: FakeUpstream, upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> None:
     import redis
 
