@@ -263,8 +263,8 @@ class ContextBuilder:
         entries = list(fresh.values())
         pages = [page for page, _ in entries]
         # a page where others speak too gets a second embedding, of the user's own messages, and one per sentence
-        # of them when they are several: a question about the user is matched on them (gateway.service.router),
-        # and a fact said in passing ("by the way, I just got a smoker") is averaged away in its message's
+        # of them when they are several: a question about the user is matched on them (gateway.service.router);
+        # a fact said in passing ("by the way, I just got a smoker") is averaged away in the message's embedding
         own = [i for i, (_, block) in enumerate(entries)
                if block.anchor_text and any(m.get("role") != "user" for m in block.messages)]
         said = {i: split for i in own if len(split := sentences(entries[i][1].anchor_text)) > 1}

@@ -2,11 +2,14 @@
 
 1. Reconstruction (deterministic host code): a low-information query ("continue", "and then?",
    "it still fails") is joined with the previous block's summary before matching.
-2. Broad match: every candidate is scored by BM25 over its stored term counts (with half of its
+2. Broad match: the query is matched without the phrases that date it ("10 days ago": they name a date, not
+   what was said). Every candidate is scored by BM25 over its stored term counts (with half of its
    neighbours' counts: the turns around a page are its context) and by the cosine
    between the query's embedding (of the query without the words most of the thread's pages
    contain) and the page's stored embedding (computed once, at ingestion),
-   plus a share of its neighbours' scores; the best `pcp.shortlist` pages are kept.
+   plus a share of its neighbours' scores; the best `pcp.shortlist` pages are kept. A question about the user
+   is matched on the user's own messages: their terms, and the better of their embedding and their best
+   sentence's.
 3. Relevance selection: with `pcp.router_model`, one call to that model decides Detail / Summary /
    leave out for the shortlist, within `pcp.router_timeout_ms`; without it, or when it times out,
    fails or answers something unusable, the heuristic on the broad-match scores decides. A request
