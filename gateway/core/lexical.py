@@ -149,6 +149,7 @@ _TIME_PHRASE = re.compile(
     r"|\b(?:the day before )?yesterday\b",
     re.IGNORECASE,
 )
+_SPACE_BEFORE_STOP = re.compile(r"\s+([?.!,;:])")
 
 
 def drop_time_phrases(text: str) -> str:
@@ -156,7 +157,7 @@ def drop_time_phrases(text: str) -> str:
     month"). Their words name a date, not what was said: matched as words, "week" and "ago" pull towards every
     message that mentions a week ("meal plans for the upcoming week"), and the message that holds the answer says
     "today" or nothing about time. When nothing informative would remain, ``text`` is returned unchanged."""
-    reduced = re.sub(r"\s+([?.!,;:])", r"\1", " ".join(_TIME_PHRASE.sub(" ", text).split()))
+    reduced = _SPACE_BEFORE_STOP.sub(r"\1", " ".join(_TIME_PHRASE.sub(" ", text).split()))
     return reduced if reduced != text and words(reduced) else text
 
 

@@ -267,7 +267,7 @@ class ContextBuilder:
         # a fact said in passing ("by the way, I just got a smoker") is averaged away in the message's embedding
         own = [i for i, (_, block) in enumerate(entries)
                if block.anchor_text and any(m.get("role") != "user" for m in block.messages)]
-        said = {i: split for i in own if len(split := sentences(entries[i][1].anchor_text)) > 1}
+        said = {i: split for i in own if len(split := sentences(entries[i][1].anchor_text)) > 1} if self._embedder else {}
         texts = [p.content for p in pages] + [entries[i][1].anchor_text for i in own] + [t for i in said for t in said[i]]
         vectors: list[Any] = list(await self._embedder.embed(texts)) if self._embedder and pages else [None] * len(texts)
         user_vectors = dict(zip(own, vectors[len(pages):]))
