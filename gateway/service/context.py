@@ -338,7 +338,7 @@ class ContextBuilder:
 
         started = time.perf_counter()
         relevance, requested, match_text, documents, selected_by = await self._select(
-            thread, snapshot, query, ids, flow, folded, manifests, state
+            thread, snapshot, query, ids, flow, folded, manifests, state, now
         )
         router_ms = (time.perf_counter() - started) * 1000
         wanted = dict(state)
@@ -470,6 +470,7 @@ class ContextBuilder:
         folded: Mapping[str, tuple[str, ...]],
         manifests: Mapping[str, Manifest],
         state: ViewState,
+        now: datetime,
     ) -> tuple[dict[str, float], dict[str, View], str, Documents | None, str]:
         """Relevance per top-level page, the views asked for (the router's, and the model's own zoom), the
         text matched (the query, reconstructed when it says too little), the pages scored as documents over
@@ -485,7 +486,7 @@ class ContextBuilder:
         documents = snapshot.postings.documents(scored_ids, [m.length for m in scored])
         selection = await self._router.select(
             thread, query, previous.page.summary if previous else None, scored, documents,
-            lambda: snapshot.user_postings.documents(scored_ids, [m.own_length for m in scored]),
+            lambda: snapshot.user_postings.documents(scored_ids, [m.own_length for m in scored]), now,
         )
         relevance = dict(selection.relevance)
         for container, pages in folded.items():

@@ -28,6 +28,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, time as day_start, timedelta
 
 import numpy as np
 import numpy.typing as npt
@@ -38,9 +39,11 @@ from gateway.adapters.redis_store import RedisStore, ThreadKey
 from gateway.adapters.upstream import Upstream
 from gateway.config import PcpSettings
 from gateway.core import View, iso_time, lead_text
+from gateway.core.budget import RELEVANCE_POWER
 from gateway.core.excerpt import query_source
 from gateway.core.lexical import bm25, drop_common_words, drop_time_phrases, is_low_information, terms
 from gateway.core.postings import Documents
+from gateway.core.when import named_span
 from gateway.errors import GatewayError
 
 __all__ = ["Router", "Selection", "VectorCache", "reconstruct_query"]
@@ -112,6 +115,26 @@ def _with_neighbours(scores: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]
     return smoothed
 
 
+def _dated(scores: npt.NDArray[np.float64], written: Sequence[float], query: str, now: datetime) -> npt.NDArray[np.float64]:
+    """``scores`` with the pages written on the days ``query`` names ("10 days ago", "last Saturday":
+    :func:`gateway.core.when.named_span`) raised, by as much as those days single them out: a question that dates
+    what it asks is as likely to be answered by a page of those days as by any other, so a page of theirs is
+    (pages outside) / (pages inside) times likelier than one outside. That odds ratio multiplies what the budget
+    makes of a page's relevance (:data:`gateway.core.budget.RELEVANCE_POWER`), hence its root here. Days that hold
+    most of the pages raise nothing; the scores are normalised to the best again."""
+    span = named_span(query, now)
+    if span is None or not len(scores):
+        return scores
+    start, end = (datetime.combine(day, day_start(), now.tzinfo).timestamp() for day in (span[0], span[1] + timedelta(days=1)))
+    times = np.asarray(written, dtype=np.float64)
+    inside = (times >= start) & (times < end)
+    within = int(inside.sum())
+    if not within or within * 2 >= len(scores):
+        return scores
+    factor = ((len(scores) - within) / within) ** (1.0 / RELEVANCE_POWER)
+    return _normalised(np.where(inside, scores * factor, scores))
+
+
 def _normalised(scores: Sequence[float] | npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """Scores over the best one, negatives as 0 (all 0 when none is positive)."""
     values = np.asarray(scores, dtype=np.float64)
@@ -179,10 +202,12 @@ class Router:
         roots: Sequence[Manifest],
         documents: Documents | None = None,
         own: Callable[[], Documents | None] | None = None,
+        now: datetime | None = None,
     ) -> Selection:
         """Relevance and views for ``roots`` (in conversation order); ``documents``, the same pages over the
         thread's postings, gives the lexical statistics without looking at every page (the same numbers), and
-        ``own`` gives the same for the user's own messages, on which a question about the user is matched."""
+        ``own`` gives the same for the user's own messages, on which a question about the user is matched;
+        ``now``, the request's time, dates the days a query names ("10 days ago")."""
         match_text = reconstruct_query(drop_time_phrases(query), previous_summary)
         ids = [m.page.id for m in roots]
         counts = [m.terms for m in roots]
@@ -206,6 +231,8 @@ class Router:
         # mention them (on LoCoMo, leaving them out adds ~0.01 recall at 2k and 4k)
         semantic = _normalised(await self._semantic(thread, common, ids, about_user))
         scores = _normalised(_with_neighbours(LEXICAL_WEIGHT * lexical + SEMANTIC_WEIGHT * semantic))
+        if now is not None:
+            scores = _dated(scores, [m.written_ts for m in roots], query, now)
         relevance = dict(zip(ids, scores.tolist()))
         # best first, ties in conversation order (a stable sort on the negated scores, as sorted() would)
         shortlist = [ids[i] for i in np.argsort(-scores, kind="stable")[: self._settings.shortlist]]

@@ -201,6 +201,40 @@ def test_the_words_that_place_a_question_in_time_are_not_matched(routed: Gateway
     assert shortlist.index(node_id_with(root, "tomato saplings")) < shortlist.index(node_id_with(root, "next two weeks"))
 
 
+def test_a_question_that_dates_what_it_asks_prefers_the_pages_of_that_day(routed: GatewayProcess, upstream: FakeUpstream) -> None:
+    """Two purchases told the same way on different days: "what did I buy 10 days ago?" ranks first the one
+    written ten days before the question, whichever day that is (the dates are the sessions' X-PCP-Time)."""
+    sessions = [
+        ("2023-03-01T10:00:00Z", history()[:8]),
+        ("2023-03-05T10:00:00Z", [{"role": "user", "content": "I just got a cast iron pan for the kitchen today."},
+                                  {"role": "assistant", "content": "Season it well before the first use."}]),
+        ("2023-03-09T10:00:00Z", history()[8:]),
+        ("2023-03-12T10:00:00Z", [{"role": "user", "content": "I just got an electric kettle for the kitchen today."},
+                                  {"role": "assistant", "content": "Descale it every month if your water is hard."}]),
+        ("2023-03-18T10:00:00Z", COOKING),
+    ]
+    thread = "r-" + uuid.uuid4().hex[:8]
+    client = openai.OpenAI(base_url=routed.base_url, api_key="sk-r", max_retries=0)
+    upstream.reset()
+    messages: list[dict[str, Any]] = []
+    for when, turns in sessions:  # each session sent whole on its day, as a replayed conversation is
+        messages += turns
+        upstream.script(Reply(content="fine"))
+        client.chat.completions.create(model="fake-model", messages=messages, extra_headers={"X-PCP-Thread": thread, "X-PCP-Time": when})  # type: ignore[arg-type]
+
+    def first(asked_at: str) -> str:
+        upstream.reset()
+        upstream.script(Reply(content='{"detail": [], "summary": []}'), Reply(content="fine"))
+        question = {"role": "user", "content": "What did I buy for the kitchen 10 days ago?"}
+        client.chat.completions.create(model="fake-model", messages=[*messages, question], extra_headers={"X-PCP-Thread": thread, "X-PCP-Time": asked_at})  # type: ignore[arg-type]
+        router_request = [r for r in upstream.chat_requests if is_router_call(r)][-1].body
+        assert router_request is not None
+        return router_request["messages"][1]["content"].split("\n- id=")[1].split(":", 1)[1]
+
+    assert "kettle" in first("2023-03-22T09:00:00Z")
+    assert "cast iron pan" in first("2023-03-15T09:00:00Z")
+
+
 def test_ingest_embeds_the_users_own_words_beside_the_whole_page(fake: FakeUpstream, upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> None:
     import redis
 

@@ -1,0 +1,61 @@
+"""The days a question's time phrase points to (gateway.core.when)."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timezone
+
+import pytest
+
+from gateway.core.when import named_span
+
+SATURDAY = datetime(2023, 3, 25, 18, 26, tzinfo=timezone.utc)
+TUESDAY = datetime(2023, 5, 30, 9, 0, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize(
+    ("text", "now", "span"),
+    [
+        # a count of days back is that day, and the day after it (an event is told the day it happens or the next)
+        ("What kitchen appliance did I buy 10 days ago?", SATURDAY, (date(2023, 3, 15), date(2023, 3, 16))),
+        ("what did I cook three days back", SATURDAY, (date(2023, 3, 22), date(2023, 3, 23))),
+        # weeks and months are said of a day a few days either side
+        ("What gardening did I do two weeks ago?", SATURDAY, (date(2023, 3, 10), date(2023, 3, 13))),
+        ("Where did I go a month ago?", TUESDAY, (date(2023, 4, 23), date(2023, 5, 30))),  # told any day since
+        ("Where did I move from 4 years ago?", TUESDAY, (date(2019, 3, 1), date(2023, 5, 30))),
+        ("a couple of weeks ago", TUESDAY, (date(2023, 5, 13), date(2023, 5, 20))),
+        # a named weekday is the last one before today, a week back when today is that day
+        ("Who came to the concert last Saturday?", SATURDAY, (date(2023, 3, 18), date(2023, 3, 19))),
+        ("Who came to the concert last Saturday?", TUESDAY, (date(2023, 5, 27), date(2023, 5, 28))),
+        ("What did I eat yesterday?", TUESDAY, (date(2023, 5, 29), date(2023, 5, 30))),
+        ("the day before yesterday", TUESDAY, (date(2023, 5, 28), date(2023, 5, 29))),
+        # calendar periods before this one
+        ("What cocktail did I try last weekend?", TUESDAY, (date(2023, 5, 27), date(2023, 5, 29))),
+        ("What cocktail did I try last weekend?", SATURDAY, (date(2023, 3, 18), date(2023, 3, 20))),
+        ("How far did I jog last week?", TUESDAY, (date(2023, 5, 22), date(2023, 5, 29))),
+        ("Which books did I finish last month?", TUESDAY, (date(2023, 4, 1), date(2023, 5, 1))),
+        # spans that end today
+        ("Which store did I spend most at in the past month?", TUESDAY, (date(2023, 4, 30), date(2023, 5, 30))),
+        ("How many pieces of jewelry did I get in the last two months?", TUESDAY, (date(2023, 3, 31), date(2023, 5, 30))),
+        ("What have I read this week?", TUESDAY, (date(2023, 5, 29), date(2023, 5, 30))),
+    ],
+)
+def test_a_time_phrase_names_the_days_its_telling_was_written(text: str, now: datetime, span: tuple[date, date]) -> None:
+    assert named_span(text, now) == span
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "How many days ago did I meet Emma?",  # asks for the date: no count, no date named
+        "Which lens did I buy for my camera?",
+        "What is the weekly plan for next week?",
+        "Remind me what the last step was",
+        # a date written out: the phrase is relative to it, not to now
+        "What did Maria do last weekend before April 10, 2023?",
+        "What was Tim's writing issue last week, as mentioned on November 6, 2023?",
+        "Which country was Jolene in during the last week of August 2023?",
+        "What did Joanna finish last Friday on 23 January, 2022?",
+    ],
+)
+def test_a_question_that_names_no_date_has_no_span(text: str) -> None:
+    assert named_span(text, TUESDAY) is None
