@@ -12,7 +12,9 @@ conversation that spans months a relevant old page must still beat a less releva
 * a line in ``<Background_Context>`` (``[id] summary``): coverage ``line_coverage`` (1 when the line holds every
   message verbatim, ``content_on_line``);
 * excerpts (``[id]`` and the page's best-matching messages, lines or sentences, ``…`` for the rest, also in
-  ``<Background_Context>``; see :mod:`gateway.core.excerpt`), nested, each with its own coverage;
+  ``<Background_Context>``; see :mod:`gateway.core.excerpt`), nested, each with its own coverage, the last
+  the page whole (coverage 1, without a node's tags: the Detail node is then the choice only of a page the
+  model opened, or of one with no excerpts);
 * a Summary node (skipped when the line holds the whole summary, ``summary_on_line``);
 * a Detail node, coverage 1; an Unpacked node only when asked for (the model opened the container).
 

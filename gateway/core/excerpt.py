@@ -14,8 +14,10 @@ message is kept whole, and a long reply contributes only its matching lines.
 Choice. A unit *holds* the query terms it is the first of the page's units to mention, each weighing its IDF
 in the thread: the first mention is the source, a later one repeats it (a reply echoing the question it
 answers). The options are nested: the units that hold the most query weight first, then those that only
-repeat query terms — every proper subset of the page's matching units in that order — each with its rendered
-text, its token cost and its *coverage*, the share of the page it holds. A page that holds a share s of the
+repeat query terms — every proper subset of the page's matching units in that order — and last the page whole
+(every unit, nothing left out: a Detail node's text without the node's tags, so a page worth showing whole
+costs only its own tokens), each with its rendered text, its token cost and its *coverage*, the share of the
+page it holds. A page that holds a share s of the
 query's weight (its *strength*) owes that share of its value to the query terms its units hold, and a set of
 units holds the part of it whose terms they hold; the rest is spread by tokens (a fact the query does not name
 is as likely in any token — of the user's messages alone, for a question about the user, :func:`query_source`).
@@ -270,8 +272,8 @@ def excerpt_options(
     units: Sequence[Unit], weights: Mapping[str, float], count: Callable[[str], int], source: str | None = None
 ) -> tuple[ExcerptOption, ...]:
     """The nested excerpts of a page for a query whose terms weigh ``weights`` (see the module docstring):
-    the top 1, 2, ... matching units, never all of the page's units (that is its Detail view), nor one as long
-    as the page (Detail shows all of it for that). Empty when no unit matches or the page is a single unit.
+    the top 1, 2, ... matching units while they leave some unit out and are shorter than the page, then the
+    page whole (coverage 1, its size estimated). Empty when no unit matches or the page is a single unit.
 
     The :data:`EXACT_OPTIONS` smallest are counted exactly; larger ones are estimated (:func:`_estimate`): the
     tokenizer runs on at most that many excerpts of a page, however many of a long reply's lines match.
@@ -289,6 +291,9 @@ def excerpt_options(
         if tokens >= whole:
             break
         options.append(ExcerptOption(chosen, text, tokens, _coverage(held, weights, strength, units, chosen, source)))
+    if options:  # the page whole, in its entry: a Detail node's text without the node
+        everything = tuple(range(len(units)))
+        options.append(ExcerptOption(everything, render_excerpt(units, everything), _estimate(units, everything), 1.0))
     return tuple(options)
 
 

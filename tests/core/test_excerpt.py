@@ -56,11 +56,13 @@ def test_an_excerpt_keeps_the_matching_messages_verbatim_and_marks_what_was_left
     units = units_of(LONG_BURST, COUNT)
     hiking = next(i for i, u in enumerate(units) if "hiking" in u.text)
     options = excerpt_options(units, weights("Which mountain did she hike? Which dog?"), COUNT)
-    assert [o.chosen for o in options] == [(hiking,), (hiking, len(units) - 1)]  # nested, best first; never all
+    everything = tuple(range(len(units)))
+    assert [o.chosen for o in options] == [(hiking,), (hiking, len(units) - 1), everything]  # nested, best first, then whole
     assert options[0].text == f"{ELLIPSIS}\n{BURST.split(chr(10))[1]}\n{ELLIPSIS}"
     assert options[1].text.endswith("assistant: good! I painted a sunset.\nassistant: also adopted a dog named Max")
     assert options[0].tokens == COUNT(options[0].text)
-    assert 0 < options[0].coverage < options[1].coverage < 1
+    assert 0 < options[0].coverage < options[1].coverage < options[2].coverage == 1
+    assert options[2].text == LONG_BURST and ELLIPSIS not in options[2].text  # the page verbatim, nothing left out
     assert excerpt_options(units, weights("quantum chromodynamics"), COUNT) == ()
     assert excerpt_options(units_of("user: hiking", COUNT), weights("hiking"), COUNT) == ()
 
@@ -152,7 +154,7 @@ def test_a_reply_that_only_repeats_the_query_words_holds_nothing_of_a_question_a
     # anyone's: the first tip holds "lens", a third of the query's words, and is worth that third of the page
     # and more; the user's: a fact about the user is in the user's words, and a tip holds none of them
     assert anyone[0].coverage > 1 / 3
-    assert all(option.coverage == 0.0 for option in mine)
+    assert all(option.coverage == 0.0 for option in mine[:-1]) and mine[-1].coverage == 1.0  # but the page whole
     # so the line that holds the user's message holds all the page is worth to this question, as Detail would
     line = "[a1b2c3d4e5] User: I want to take better photos of birds this spring, any ideas? Assistant: …"
     assert line_coverage(units, weights(query), line, "user") == 1.0
@@ -167,7 +169,8 @@ def test_long_excerpts_are_estimated_close_to_their_real_size() -> None:
     for option in options[8:]:
         real = COUNT(option.text)
         assert real <= option.tokens <= 1.1 * real  # errs high, by a little
-    assert all(option.tokens < sum(u.tokens for u in units) for option in options)  # never as long as Detail
+    assert all(option.tokens < sum(u.tokens for u in units) for option in options[:-1])  # shorter than the page
+    assert options[-1].chosen == tuple(range(len(units)))  # but the last, the page whole
 
 
 
