@@ -37,11 +37,13 @@ from gateway.core.lexical import terms
 
 __all__ = [
     "ELLIPSIS",
+    "OTHERS_SHARE",
     "UNIT_TOKENS",
     "ExcerptOption",
     "Unit",
     "excerpt_options",
     "line_coverage",
+    "named_source",
     "query_source",
     "render_excerpt",
     "sentences",
@@ -212,12 +214,12 @@ def _coverage(
 ) -> float:
     """The share of a page the units ``inside`` hold: as much of it as the page matches the query (its
     strength) goes by the weight of the query terms they hold, the rest by their tokens — with ``source``, by
-    the tokens of that role's units alone (a fact about the user is in the user's words, never in a reply's:
-    a Detail node is then worth no more than the user's messages, and the budget shows more pages instead)."""
-    speaking = [i for i, unit in enumerate(units) if source is None or unit.speaker.startswith(source)] or range(len(units))
-    total_tokens = sum(units[i].tokens for i in speaking)
-    mine = set(speaking)
-    by_tokens = sum(units[i].tokens for i in inside if i in mine) / total_tokens if total_tokens else 0.0
+    the tokens of that role's units, the others' together worth :data:`OTHERS_SHARE` of theirs (a fact about the
+    user is in the user's words, seldom in a reply's: the page whole is then worth little more than the user's
+    messages, and the budget shows more pages instead, until it has room to spare)."""
+    share = _weights(units, source)
+    total_tokens = sum(unit.tokens * w for unit, w in zip(units, share))
+    by_tokens = sum(units[i].tokens * share[i] for i in inside) / total_tokens if total_tokens else 0.0
     every = sum(weights[t] for found in held for t in found)
     chosen = sum(weights[t] for i in inside for t in held[i])
     by_match = chosen / every if every > 0 else 0.0
@@ -241,6 +243,33 @@ def query_source(query: str) -> str | None:
         return None
     found = {w.lower().replace("’", "'") for w in _WORD.findall(query)}
     return "user" if found & _FIRST_PERSON and not found & _SECOND_PERSON else None
+
+
+OTHERS_SHARE = 0.1  # what the others' words in a page are worth, together, next to one participant's, to a question about them
+NAME_PAGES = 3  # a word names a participant when one side says it in this many pages at least,
+NAME_SHARE = 0.02  # and in this share of the thread's pages,
+NAME_RATIO = 10  # and this many times as often as the other side (who is not called by their own name)
+_NAME = re.compile(r"\b[A-Z][a-z]+\b")
+
+
+def named_source(query: str, said: Callable[[str], tuple[int, int]], pages: int) -> str | None:
+    """Whose messages can hold what ``query`` asks about when it names a participant ("what did Caroline
+    paint?"): ``"user"`` or ``"assistant"``, learnt from who says the name — a participant is called by name by
+    the other and almost never by themselves — or ``None``. ``said(term)`` gives the pages where the user says
+    ``term`` and those where only the others do; ``pages`` is the thread's page count. Names of both sides, or
+    of neither, give ``None``."""
+    least = max(NAME_PAGES, NAME_SHARE * pages)
+    found: set[str] = set()
+    for name in dict.fromkeys(_NAME.findall(query)):
+        found_terms = terms(name)
+        if not found_terms:
+            continue
+        by_user, by_others = said(found_terms[0])
+        if by_others >= least and by_user * NAME_RATIO <= by_others:
+            found.add("user")  # the others call the user by it
+        elif by_user >= least and by_others * NAME_RATIO <= by_user:
+            found.add("assistant")
+    return found.pop() if len(found) == 1 else None
 
 
 def _order(units: Sequence[Unit], held: Sequence[frozenset[str]], weights: Mapping[str, float]) -> list[int]:
@@ -297,14 +326,28 @@ def excerpt_options(
     return tuple(options)
 
 
+def _weights(units: Sequence[Unit], source: str | None) -> list[float]:
+    """What each unit's tokens count for in a page's coverage: 1; with ``source``, 1 for that role's units, and the
+    others' together :data:`OTHERS_SHARE` of theirs however long they talk (all 1 when that role says nothing)."""
+    if source is None:
+        return [1.0] * len(units)
+    mine = [unit.speaker.startswith(source) for unit in units]
+    own = sum(unit.tokens for unit, m in zip(units, mine) if m)
+    others = sum(unit.tokens for unit, m in zip(units, mine) if not m)
+    if not own:
+        return [1.0] * len(units)
+    other = OTHERS_SHARE * own / others if others else 0.0
+    return [1.0 if m else other for m in mine]
+
+
 def speaking_share(units: Sequence[Unit], source: str | None) -> float:
-    """The share of a page's tokens that can hold what a query asks: with ``source``, that role's units' (a
-    question about the user is answered by the user's words, however long the replies around them); else all."""
+    """The share of a page's tokens that can hold what a query asks: with ``source``, that role's units' and
+    :data:`OTHERS_SHARE` of that for the others' (a question about the user is answered by the user's words,
+    however long the replies around them); else all."""
     total = sum(unit.tokens for unit in units)
     if source is None or not total:
         return 1.0
-    mine = sum(unit.tokens for unit in units if unit.speaker.startswith(source))
-    return mine / total if mine else 1.0
+    return min(sum(unit.tokens * w for unit, w in zip(units, _weights(units, source))) / total, 1.0)
 
 
 def line_coverage(units: Sequence[Unit], weights: Mapping[str, float], line: str, source: str | None = None) -> float:

@@ -72,6 +72,15 @@ class Documents:
     def __len__(self) -> int:
         return len(self._order)
 
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """The pages, in conversation order."""
+        return self._ids
+
+    @property
+    def lengths(self) -> Sequence[int]:
+        return self._lengths
+
     def positions(self, term: str) -> list[int]:
         """The positions (ascending) of the documents that contain ``term``."""
         found = self._positions.get(term)

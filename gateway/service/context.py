@@ -59,7 +59,7 @@ from gateway.core.original import kept_messages
 from gateway.core.rounds import ZoomNames
 from gateway.errors import ContextLengthExceeded, InvalidRequest
 from gateway.core.excerpt import (
-    ExcerptOption, Unit, excerpt_options, line_coverage, query_source, sentences, speaking_share, units_of,
+    ExcerptOption, Unit, excerpt_options, line_coverage, named_source, query_source, sentences, speaking_share, units_of,
 )  # fmt: skip
 from gateway.core.lexical import idf_weights, term_counts, terms
 from gateway.core.postings import Documents
@@ -356,10 +356,12 @@ class ContextBuilder:
         # a page whose line holds it whole is never cut: the line costs what an excerpt would, and the answer
         # often sits in the message next to the one that matches
         source = query_source(match_text)
+        named = source is None and documents is not None and (source := self._named(query, snapshot, documents)) is not None
         excerpts = {
             i: self._excerpts(thread, pages[i], weights, counter, source)
             for i in full
-            if i in pages and manifests[i].line is not LineHolds.CONTENT
+            # a question about a named participant is held by their messages: a line then shows twice what it holds
+            if i in pages and (named or manifests[i].line is not LineHolds.CONTENT)
         }
 
         seen = snapshot.last_seen(flow.roots)
@@ -495,6 +497,19 @@ class ContextBuilder:
         requested = dict(selection.views)
         requested.update({k: v for k, v in state.items() if k in flow.roots})
         return relevance, requested, selection.match_text, documents, selection.decided_by
+
+    @staticmethod
+    def _named(query: str, snapshot: ThreadSnapshot, documents: Documents) -> str | None:
+        """The role a question about a named participant is about (`named_source`), from the thread's postings."""
+        users: list[Documents | None] = []
+
+        def said(term: str) -> tuple[int, int]:
+            if not users:
+                users.append(snapshot.user_postings.documents(documents.ids, documents.lengths))
+            mine = users[0].frequency(term) if users[0] is not None else 0
+            return mine, documents.frequency(term) - mine
+
+        return named_source(query, said, len(documents))
 
     def _candidate(
         self,

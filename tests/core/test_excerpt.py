@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from gateway.core.excerpt import ELLIPSIS, UNIT_TOKENS, excerpt_options, line_coverage, query_source, render_excerpt, sentences, units_of
+import pytest
+
+from gateway.core.excerpt import ELLIPSIS, OTHERS_SHARE, UNIT_TOKENS, excerpt_options, line_coverage, named_source, query_source, render_excerpt, sentences, units_of
 from gateway.core.lexical import idf_weights, terms
 from gateway.core.tokens import TokenCounter
 
@@ -152,12 +154,14 @@ def test_a_reply_that_only_repeats_the_query_words_holds_nothing_of_a_question_a
     anyone = excerpt_options(units, weights(query), COUNT)
     mine = excerpt_options(units, weights(query), COUNT, query_source(query))
     # anyone's: the first tip holds "lens", a third of the query's words, and is worth that third of the page
-    # and more; the user's: a fact about the user is in the user's words, and a tip holds none of them
+    # and more; the user's: a fact about the user is in the user's words, and a tip holds none of them: the
+    # ten tips together are worth a tenth of the user's one message
     assert anyone[0].coverage > 1 / 3
-    assert all(option.coverage == 0.0 for option in mine[:-1]) and mine[-1].coverage == 1.0  # but the page whole
-    # so the line that holds the user's message holds all the page is worth to this question, as Detail would
+    others = OTHERS_SHARE / (1 + OTHERS_SHARE)
+    assert all(0 < option.coverage < others for option in mine[:-1]) and mine[-1].coverage == 1.0  # but the page whole
+    # so the line that holds the user's message holds nearly all the page is worth to this question
     line = "[a1b2c3d4e5] User: I want to take better photos of birds this spring, any ideas? Assistant: …"
-    assert line_coverage(units, weights(query), line, "user") == 1.0
+    assert line_coverage(units, weights(query), line, "user") == pytest.approx(1 - others)
     assert line_coverage(units, weights(query), line) < units[0].tokens / sum(u.tokens for u in units)  # anyone's
 
 
@@ -179,3 +183,18 @@ def test_sentences_splits_lines_then_sentences_and_drops_empty_ones() -> None:
     assert sentences(text) == ["Can you help me plan a trip?", "We camp two nights.", "By the way, I just got a smoker!", "Thanks"]
     assert sentences("one line, no full stop") == ["one line, no full stop"]
     assert sentences("") == []
+
+
+def test_a_participant_is_known_by_who_says_their_name() -> None:
+    # pages where the user says each term, and pages where only the others do (thread of 200 pages)
+    said = {"carolin": (1, 128), "melani": (96, 2), "paint": (40, 35), "mel": (2, 2)}.get
+
+    def source(query: str) -> str | None:
+        return named_source(query, lambda term: said(term) or (0, 0), 200)
+
+    assert source("What did Caroline paint last year?") == "user"  # the other side calls the user Caroline
+    assert source("Where did Melanie go camping?") == "assistant"
+    assert source("Did Caroline and Melanie both paint?") is None  # both sides: anyone's messages
+    assert source("What did Mel say?") is None  # too rare to tell
+    assert source("What did she paint?") is None
+    assert named_source("What did Caroline paint?", lambda term: (0, 3), 1000) is None  # 3 of 1,000 pages: not a name said often

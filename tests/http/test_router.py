@@ -15,6 +15,7 @@ import openai
 import pytest
 from lxml import etree
 
+from gateway.core.excerpt import ELLIPSIS
 from tests.support.fake_upstream import Error, FakeUpstream, Recorded, Reply, Response, Slow
 from tests.support.gateway_process import GatewayProcess, gateway_config
 
@@ -233,6 +234,43 @@ def test_a_question_that_dates_what_it_asks_prefers_the_pages_of_that_day(routed
 
     assert "kettle" in first("2023-03-22T09:00:00Z")
     assert "cast iron pan" in first("2023-03-15T09:00:00Z")
+
+
+FRIENDS = [
+    ("Thanks, Melanie! Work was busy, I spent the week on the new counseling course.", "Caroline, that sounds like a lot. Did you sleep at all?"),
+    ("Melanie, guess what: I painted a lighthouse at sunset on my balcony.", "Caroline, how lovely! My kids and I built sandcastles on the beach all day long."),
+    ("Not much else, Melanie. I read two chapters of my book.", "Caroline, which book? I keep meaning to start one."),
+    ("The one about the history of tea, Melanie.", "Caroline, you always find the best books."),
+    ("Thanks, Melanie! How was the camping trip?", "Caroline, it rained, but the kids loved the tent."),
+    ("Melanie, did you finish the pottery class?", "Caroline, yes! I made a bowl for the fruit."),
+]
+
+
+def test_a_question_about_a_named_participant_is_held_by_their_messages(routed: GatewayProcess, upstream: FakeUpstream) -> None:
+    """Two people chatting: each calls the other by name and never themselves, so "Caroline" names the user's
+    side. A question about what Caroline did is answered by her messages: the page that matches is cut to her
+    message, with "…" for her friend's reply, where a line would show both."""
+    messages: list[dict[str, Any]] = []
+    for week in range(4):  # distinct pages: a page is stored once per content
+        for mine, theirs in FRIENDS:
+            messages += [{"role": "user", "content": f"{mine} (week {week})"}, {"role": "assistant", "content": theirs}]
+    messages += [{"role": "user", "content": "Thanks, Melanie."}, {"role": "assistant", "content": "Anytime, Caroline."}]
+    client = openai.OpenAI(base_url=routed.base_url, api_key="sk-r", max_retries=0)
+    thread = "r-" + uuid.uuid4().hex[:8]
+
+    def shown(question: str) -> str:
+        upstream.reset()
+        upstream.script(Reply(content='{"detail": [], "summary": []}'), Reply(content="fine"))
+        client.chat.completions.create(model="fake-model", messages=[*messages, {"role": "user", "content": question}],  # type: ignore[arg-type]
+                                       extra_headers={"X-PCP-Thread": thread, "X-PCP-Budget": "700"})
+        main = [r for r in upstream.chat_requests if not is_router_call(r)][-1]
+        text = main.body["messages"][0]["content"]  # type: ignore[index]
+        return next(entry for _, entry in _entries(etree.fromstring(text[text.index("<PagedContext"):].encode())) if "lighthouse" in entry)
+
+    about_her = shown("What did Caroline paint on her balcony?")
+    assert "lighthouse" in about_her and "sandcastles" not in about_her and ELLIPSIS in about_her
+    about_anyone = shown("What was painted on the balcony?")
+    assert "lighthouse" in about_anyone and "sandcastles" in about_anyone  # the whole line: anyone's messages
 
 
 def test_ingest_embeds_the_users_own_words_beside_the_whole_page(fake: FakeUpstream, upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> None:
