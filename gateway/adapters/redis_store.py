@@ -191,6 +191,17 @@ class PageCache:
             size -= len(dropped.manifests)
 
 
+def _parse_asked(raw: str | bytes | None) -> tuple[str, float] | None:
+    """The last request's live message record (`RedisStore.save_asked`), or None when absent or unreadable."""
+    if raw is None:
+        return None
+    try:
+        text_hash, at = json.loads(raw)
+        return str(text_hash), float(at)
+    except (ValueError, TypeError):
+        return None
+
+
 class ThreadSnapshot:
     """What one request reads of a thread, in one atomic round trip (`RedisStore.snapshot`): its version, the
     request's pages' manifests and parents (from the process's cache where it holds them), its layout, views,
@@ -201,12 +212,13 @@ class ThreadSnapshot:
         self.thread = thread
         self._known = known
         self._absent: set[str] = set()
-        _, layout, views, trace, count, seen, form, manifests, parents = reply
+        _, layout, views, trace, count, seen, form, asked, manifests, parents = reply
         self.layout: str | None = layout.decode("utf-8") if isinstance(layout, bytes) else layout
         self.views = {page_id: View(view) for page_id, view in views.items()}
         self.steps = tuple(_parse_step(raw) for raw in trace)
         self.page_count = int(count)
         self.paged = form is not None
+        self.asked = _parse_asked(asked)
         self._seen: Mapping[str, str] = seen
         self._fill(wanted, manifests, parents)
 
@@ -347,6 +359,7 @@ class RedisStore:
                     pipe.hlen(keys.manifest)
                     pipe.hgetall(keys.seen)
                     pipe.get(keys.form)
+                    pipe.get(keys.asked)
                     if wanted:
                         pipe.hmget(keys.manifest, wanted)
                         pipe.hmget(keys.parent, wanted)
@@ -489,6 +502,12 @@ class RedisStore:
         with store_errors():
             raw = await self._redis.get(self.keys(thread).layout)
         return raw.decode("utf-8") if isinstance(raw, bytes) else raw
+
+    async def save_asked(self, thread: ThreadKey, text_hash: str, at: float) -> None:
+        """Record the request's live user message (a hash of its text) and its time: the exchange it opens is stored
+        by the next request, and dated by this one (`ThreadSnapshot.asked`)."""
+        with store_errors():
+            await self._redis.set(self.keys(thread).asked, json.dumps([text_hash, at]))
 
     async def save_layout(self, thread: ThreadKey, layout: str) -> None:
         with store_errors():

@@ -20,6 +20,8 @@ so a thread's keys share one slot and its multi-key transactions and scripts sta
 - `...:seen`      hash   page id -> last such access (ISO 8601)
 - `...:form`      string `paged` once a request of the thread was sent paged (absent: every one went raw)
 - `...:layout`    string the thread's last request layout (gateway.core.scaffolding)
+- `...:asked`     string JSON `[hash, time]`: the last request's live user message (a hash of its text) and when it
+                         was sent; the exchange it opens is stored by the next request, and is dated by it
 - `...:version`   string a token that changes whenever a stored page's manifest or a parent link changes
                          (consolidation), set when the thread's first page is stored: what a process may
                          cache of the thread's pages is valid while it is unchanged (RedisStore.snapshot)
@@ -123,9 +125,13 @@ class ThreadKeys:
     def version(self) -> str:
         return self._key("version")
 
+    @property
+    def asked(self) -> str:
+        return self._key("asked")
+
     def every(self) -> dict[str, str]:
         """Every key of the thread by what it holds (what deleting the thread removes)."""
-        names = ("manifest", "content", "vector", "log", "parent", "views", "trace", "segment", "heat", "seen", "form", "layout", "messages", "version")
+        names = ("manifest", "content", "vector", "log", "parent", "views", "trace", "segment", "heat", "seen", "form", "layout", "messages", "version", "asked")
         return {name: self._key(name) for name in names}
 
 

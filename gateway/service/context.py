@@ -9,6 +9,7 @@ view, checked against the real rendering.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -133,6 +134,27 @@ def zoom_names(client_tools: Sequence[Any]) -> ZoomNames:
     return ZoomNames(consult=f"pcp_consult{suffix}", shelve=f"pcp_shelve{suffix}")
 
 
+def text_hash(text: str) -> str:
+    """What identifies a live user message between requests (`RedisStore.save_asked`)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _asked_at(
+    blocks: Sequence[Block], ids: Sequence[str], missing: set[str], asked: tuple[str, float] | None, now: datetime
+) -> tuple[datetime, int]:
+    """When the new exchanges of a request were written: a client sends an exchange's question live, and the
+    exchange is stored by the next request, which may come days later. The exchange whose question an earlier
+    request recorded (`ThreadSnapshot.asked`) is dated by that request, and so are the new ones before it; returns
+    that time and the exchange's position (-1 when none: every new page takes ``now``)."""
+    if asked is not None:
+        text_hash_, at = asked
+        for position in range(len(blocks) - 1, -1, -1):
+            if ids[position] in missing and blocks[position].anchor_text and text_hash(blocks[position].anchor_text) == text_hash_:
+                when = datetime.fromtimestamp(at, now.tzinfo)
+                return (when, position) if when < now else (now, -1)
+    return now, -1
+
+
 def _query(tail: Sequence[Mapping[str, Any]]) -> str:
     users = [message_text(m) for m in tail if m.get("role") == "user"]
     return users[-1] if users else ""
@@ -254,11 +276,13 @@ class ContextBuilder:
         missing = set(snapshot.missing(ids) if snapshot is not None else await self._store.missing(thread, ids))
         fresh: dict[str, tuple[Page, Block]] = {}
         count = self._ingest_counter.count
+        asked = _asked_at(blocks, ids, missing, snapshot.asked if snapshot is not None else None, now)
         for position, (block, block_id) in enumerate(zip(blocks, ids)):
             if block_id in missing and block_id not in fresh:
-                # pages sealed by one request share its time; a microsecond per position keeps them in
-                # conversation order wherever pages are sorted by time (rendering shows whole seconds)
-                moment = now + timedelta(microseconds=position)
+                # pages sealed by one request share its time (the exchange a previous request asked, and those
+                # before it, that request's); a microsecond per position keeps them in conversation order wherever
+                # pages are sorted by time (rendering shows whole seconds)
+                moment = (asked[0] if position <= asked[1] else now) + timedelta(microseconds=position)
                 fresh[block_id] = (original_page(block, moment, count), block)
         entries = list(fresh.values())
         pages = [page for page, _ in entries]
@@ -305,6 +329,9 @@ class ContextBuilder:
         if not store:
             return History(split, scaffold, keep, known, [], snapshot)
         ids, added = await self.ingest(thread, [split.blocks[i] for i in keep], now, known, snapshot)
+        asking = "\n".join(message_text(m) for m in split.tail if m.get("role") == "user")
+        if asking and (snapshot.asked is None or snapshot.asked[0] != text_hash(asking)):
+            await self._store.save_asked(thread, text_hash(asking), now.timestamp())
         return History(split, scaffold, keep, ids, added, snapshot)
 
     async def build(

@@ -65,6 +65,11 @@ async def test_a_snapshot_reads_the_stored_pages_and_what_else_a_request_needs(c
     assert not snapshot.paged
     await store.mark_paged(THREAD)
     assert (await store.snapshot(THREAD, ids)).paged
+    assert snapshot.asked is None
+    await store.save_asked(THREAD, "0123abcd", NOW.timestamp())
+    assert (await store.snapshot(THREAD, ids)).asked == ("0123abcd", NOW.timestamp())
+    await client.set(store.keys(THREAD).asked, "not json")  # a damaged record dates nothing, and fails nothing
+    assert (await store.snapshot(THREAD, ids)).asked is None
 
 
 async def test_pages_stored_by_the_request_are_known_as_read_back(client: aioredis.Redis, prefix: str) -> None:

@@ -273,6 +273,29 @@ def test_a_question_about_a_named_participant_is_held_by_their_messages(routed: 
     assert "lighthouse" in about_anyone and "sandcastles" in about_anyone  # the whole line: anyone's messages
 
 
+def test_an_exchange_is_dated_by_the_request_that_asked_it(routed: GatewayProcess, upstream: FakeUpstream) -> None:
+    """A client sends a question live; the exchange it opens is stored by the next request, which may come days
+    later. The page takes the time its question was asked (a retry of the same question keeps the first time)."""
+    thread = "r-" + uuid.uuid4().hex[:8]
+    client = openai.OpenAI(base_url=routed.base_url, api_key="sk-r", max_retries=0)
+    smoker = {"role": "user", "content": "I just got a smoker today, any wood to try first?"}
+    messages: list[dict[str, Any]] = [*history()[:4]]
+    upstream.reset()
+    for when in ("2023-03-15T19:00:00Z", "2023-03-15T19:05:00Z"):  # asked, then retried
+        upstream.script(Reply(content="Start with hickory."))
+        client.chat.completions.create(model="fake-model", messages=[*messages, smoker], extra_headers={"X-PCP-Thread": thread, "X-PCP-Time": when})  # type: ignore[arg-type]
+    messages += [smoker, {"role": "assistant", "content": "Start with hickory."}]
+    upstream.script(Reply(content="Enjoy."))
+    client.chat.completions.create(model="fake-model", messages=[*messages, {"role": "user", "content": "Thanks!"}],  # type: ignore[arg-type]
+                                   extra_headers={"X-PCP-Thread": thread, "X-PCP-Time": "2023-03-18T08:00:00Z"})
+    response = httpx.get(f"{routed.root_url}/pcp/threads/{thread}", headers={"Authorization": "Bearer sk-r"})
+    assert response.status_code == 200, response.text
+    dated = {page["summary"].split("\n")[0]: page["timestamp"][:16] for page in response.json()["pages"]}
+    assert dated[next(s for s in dated if "smoker" in s)] == "2023-03-15T19:00"
+    # the exchanges stored by the first request keep its time; none is dated after the smoker
+    assert all(t <= "2023-03-15T19:00" for t in dated.values())
+
+
 def test_ingest_embeds_the_users_own_words_beside_the_whole_page(fake: FakeUpstream, upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> None:
     import redis
 
