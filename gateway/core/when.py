@@ -3,8 +3,9 @@
 :func:`gateway.core.lexical.drop_time_phrases` takes such phrases out of what is matched, since their words name a
 date, not what was said. This module reads the date they name instead. A page that tells of an event is written on
 the event's day or after it, so the span returned is the days on which the telling may have been written: from the
-event's first possible day to its last plus :data:`TELLING_SLACK`. A question that asks for a duration ("how many
-days ago did I…") names no date.
+event's first possible day to its last plus :data:`TELLING_SLACK` (for days and weeks; what was done months or years
+ago may be told any day since). A question that asks for a duration ("how many days ago did I…") names no date:
+it has no count. Nor does a phrase next to a date written out, which is relative to that date.
 
 Pure: the reference time is an argument.
 """

@@ -7,7 +7,9 @@
    neighbours' counts: the turns around a page are its context) and by the cosine
    between the query's embedding (of the query without the words most of the thread's pages
    contain) and the page's stored embedding (computed once, at ingestion),
-   plus a share of its neighbours' scores; the best `pcp.shortlist` pages are kept. A question about the user
+   plus a share of its neighbours' scores; the pages written on the days the query names ("10 days ago",
+   `gateway.core.when`) are raised by the odds that those days single them out; the best `pcp.shortlist`
+   pages are kept. A question about the user
    is matched on the user's own messages: their terms, and the better of their embedding and their best
    sentence's.
 3. Relevance selection: with `pcp.router_model`, one call to that model decides Detail / Summary /
