@@ -59,8 +59,10 @@ from bench.baselines import COUNTER, Baselines  # noqa: E402
 from bench.datasets import (LOCOMO_DATA, LONGMEMEVAL_DATA, Conversation, Question, Turn,  # noqa: E402
                             load_locomo, load_longmemeval)
 from bench.evidence_recall import history_messages  # noqa: E402
+from bench.recall_report import replace_between  # noqa: E402
 
 DOCS = ROOT / "docs" / "real-model.md"
+MARKERS = ("<!-- answers:begin -->", "<!-- answers:end -->")  # what --write-docs replaces in DOCS
 MODEL = "qwen-local"
 ALIAS = "qwen2.5-coder-1.5b"
 ASK = "Answer in a few words."
@@ -391,6 +393,16 @@ def per_question(results: Sequence[Result], ways: Sequence[str], items: Sequence
     return "\n".join(lines)
 
 
+def write_docs(path: Path, body: str) -> None:
+    """Replace the run's marked section of ``path`` (:data:`MARKERS`), keeping the rest of the page; fail loudly
+    when the markers are missing rather than overwrite the page."""
+    text = path.read_text(encoding="utf-8")
+    new = replace_between(text, MARKERS, body)
+    if new is None:
+        raise SystemExit(f"{path}: markers {MARKERS} not found")
+    path.write_text(new, encoding="utf-8")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--questions", type=int, default=40, help="size of the fixed question set (default 40)")
@@ -422,29 +434,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         runner = Runner(llama, args.ctx, args.timeout, stack.enter_context(httpx.Client()))
         gateway = GatewayWay(stack, llama) if "gateway" in ways else None
         baselines: dict[str, Baselines] = {}
-        # grouped by conversation so the full history's prefix stays in llama.cpp's cache between its questions
+        # grouped by conversation, and within one by way: llama-server has one slot, so a conversation's full
+        # history stays in its prompt cache only while its full-history questions follow one another (a gateway or
+        # BM25 request in between replaces it, and the next full question would read the whole history again)
+        by_conversation: dict[str, list[Item]] = {}
         for it in sorted(items, key=lambda i: (i.conv.id, i.question.id)):
-            q, conv = it.question, it.conv
-            question = f"{q.text} {ASK}"
-            log(f"[{q.id}] {q.text}  (gold: {it.gold})")
-            if "full" in ways:
-                messages = full_messages(conv, question)
+            by_conversation.setdefault(it.conv.id, []).append(it)
+        for group in by_conversation.values():
+            conv = group[0].conv
+            for it in group:
+                if "full" not in ways:
+                    break
+                q = it.question
+                log(f"[{q.id}] {q.text}  (gold: {it.gold})")
+                messages = full_messages(conv, f"{q.text} {ASK}")
                 if COUNTER.count_messages(messages) * 1.15 + OUTPUT_MARGIN > args.ctx:  # Qwen's tokens run ~10% above cl100k's
                     log(f"  {'full':>12} {q.id}: n/a ({COUNTER.count_messages(messages):,} tokens > window {args.ctx:,})")
                 else:
                     t0 = time.perf_counter()
                     runner.record("full", it, runner.chat(llama + "/v1", ALIAS, messages), t0)
             for budget in budgets:
-                if gateway is not None:
+                for it in group if gateway is not None else ():
+                    assert gateway is not None
+                    q = it.question
+                    log(f"[{q.id}] {q.text}  (gold: {it.gold})")
                     gateway.replay(runner.client, conv)
                     t0 = time.perf_counter()
                     headers = {**gateway.headers(conv, conv.question_time), "X-PCP-Budget": str(budget)}
-                    messages = [*history_messages(conv.turns), {"role": "user", "content": question}]
+                    messages = [*history_messages(conv.turns), {"role": "user", "content": f"{q.text} {ASK}"}]
                     runner.record(f"gateway-{budget}", it, runner.chat(gateway.gw.base_url, MODEL, messages, headers), t0)
-                if "bm25" in ways:
+                for it in group if "bm25" in ways else ():
+                    q = it.question
                     base = baselines.setdefault(conv.id, Baselines(conv))
                     t0 = time.perf_counter()
-                    runner.record(f"bm25-{budget}", it, runner.chat(llama + "/v1", ALIAS, bm25_messages(base, conv, q, question, budget)), t0)
+                    runner.record(f"bm25-{budget}", it, runner.chat(llama + "/v1", ALIAS, bm25_messages(base, conv, q, f"{q.text} {ASK}", budget)), t0)
     results = runner.results
     table = summary(results, columns, items)
     report = (f"{table}\n\n{paired(results, columns)}\n\n### Per question\n\n"
@@ -453,8 +476,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(report)
     log(f"done in {(time.perf_counter() - started) / 60:.1f} min")
     if args.write_docs:
-        command = "python -m bench.answers " + " ".join(argv if argv is not None else sys.argv[1:])
-        args.docs.write_text(f"<!-- results of `{command}` -->\n{report}", encoding="utf-8")
+        command = ".venv/bin/python -m bench.answers " + " ".join(argv if argv is not None else sys.argv[1:])
+        write_docs(args.docs, f"Command: `{command}` (run {datetime.now().astimezone():%Y-%m-%d %H:%M %Z})\n\n{report}")
         log(f"wrote {args.docs}")
     return 0
 

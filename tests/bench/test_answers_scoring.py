@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from bench.answers import appears, f1, normalize_dates
+from bench.answers import MARKERS, appears, f1, normalize_dates, write_docs
 
 
 @pytest.mark.parametrize("text", ["12 January, 2024", "January 12, 2024", "2024-01-12", "12th of Jan 2024", "2024/1/12"])
@@ -21,3 +23,14 @@ def test_f1_and_appears() -> None:
     assert appears("It was on 2024-01-12.", "12 January, 2024")
     assert not appears("January 2024", "12 January, 2024") and f1("", "x") == 0.0 and f1("no overlap", "gold") == 0.0
     assert appears("They love dancing a lot", "by dancing")  # function words of the gold need not appear
+
+
+def test_write_docs_replaces_only_the_marked_run(tmp_path: Path) -> None:
+    doc = tmp_path / "real-model.md"
+    doc.write_text(f"# Answers\n\nwhat was learnt\n\n{MARKERS[0]}\nold run\n{MARKERS[1]}\n\nthe suite\n", encoding="utf-8")
+    write_docs(doc, "new run")
+    assert doc.read_text(encoding="utf-8") == f"# Answers\n\nwhat was learnt\n\n{MARKERS[0]}\nnew run\n{MARKERS[1]}\n\nthe suite\n"
+    doc.write_text("# Answers, no markers\n", encoding="utf-8")
+    with pytest.raises(SystemExit):
+        write_docs(doc, "new run")
+    assert doc.read_text(encoding="utf-8") == "# Answers, no markers\n"
