@@ -9,7 +9,6 @@ view, checked against the real rendering.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -134,24 +133,21 @@ def zoom_names(client_tools: Sequence[Any]) -> ZoomNames:
     return ZoomNames(consult=f"pcp_consult{suffix}", shelve=f"pcp_shelve{suffix}")
 
 
-def text_hash(text: str) -> str:
-    """What identifies a live user message between requests (`RedisStore.save_asked`)."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-
-
 def _asked_at(
     blocks: Sequence[Block], ids: Sequence[str], missing: set[str], asked: tuple[str, float] | None, now: datetime
 ) -> tuple[datetime, int]:
     """When the new exchanges of a request were written: a client sends an exchange's question live, and the
     exchange is stored by the next request, which may come days later. The exchange whose question an earlier
     request recorded (`ThreadSnapshot.asked`) is dated by that request, and so are the new ones before it; returns
-    that time and the exchange's position (-1 when none: every new page takes ``now``)."""
-    if asked is not None:
-        text_hash_, at = asked
-        for position in range(len(blocks) - 1, -1, -1):
-            if ids[position] in missing and blocks[position].anchor_text and text_hash(blocks[position].anchor_text) == text_hash_:
-                when = datetime.fromtimestamp(at, now.tzinfo)
-                return (when, position) if when < now else (now, -1)
+    that time and the exchange's position (-1 when none: every new page takes ``now``). A message is known by
+    its text's content hash (`page_id`)."""
+    if asked is None or not missing:  # nothing new to date (a retry, a tool round): no walk over the history
+        return now, -1
+    asked_id, at = asked
+    for position in range(len(blocks) - 1, -1, -1):
+        if ids[position] in missing and blocks[position].anchor_text and page_id(blocks[position].anchor_text) == asked_id:
+            when = datetime.fromtimestamp(at, now.tzinfo)
+            return (when, position) if when < now else (now, -1)
     return now, -1
 
 
@@ -330,8 +326,8 @@ class ContextBuilder:
             return History(split, scaffold, keep, known, [], snapshot)
         ids, added = await self.ingest(thread, [split.blocks[i] for i in keep], now, known, snapshot)
         asking = "\n".join(message_text(m) for m in split.tail if m.get("role") == "user")
-        if asking and (snapshot.asked is None or snapshot.asked[0] != text_hash(asking)):
-            await self._store.save_asked(thread, text_hash(asking), now.timestamp())
+        if asking and (snapshot.asked is None or snapshot.asked[0] != page_id(asking)):
+            await self._store.save_asked(thread, page_id(asking), now.timestamp())
         return History(split, scaffold, keep, ids, added, snapshot)
 
     async def build(
@@ -383,7 +379,10 @@ class ContextBuilder:
         # a page whose line holds it whole is never cut: the line costs what an excerpt would, and the answer
         # often sits in the message next to the one that matches
         source = query_source(match_text)
-        named = source is None and documents is not None and (source := self._named(query, snapshot, documents)) is not None
+        named = False
+        if source is None and documents is not None:
+            source = self._named(query, snapshot, documents)
+            named = source is not None
         excerpts = {
             i: self._excerpts(thread, pages[i], weights, counter, source)
             for i in full
