@@ -64,6 +64,9 @@ NEIGHBOUR_SHARE = 0.4
 ALIGNED_THREADS = 32  # threads whose last request's page vectors are kept in order
 QUERY_VECTORS = 256  # query embeddings kept per process, least recently used out
 COMMON_SHARE = 0.5  # a word found in more than half of the thread's pages is left out of the embedded query
+# the words with which a page tells of an event of its own day or of the day before (see `_dated`)
+TELLING_TERMS = tuple(terms("today tonight yesterday"))
+EVENT_DAYS = timedelta(weeks=1)  # the longest span that names an event's days ("last week"); longer ones name periods
 
 
 def reconstruct_query(query: str, previous_summary: str | None) -> str:
@@ -117,19 +120,33 @@ def _with_neighbours(scores: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]
     return smoothed
 
 
-def _dated(scores: npt.NDArray[np.float64], written: Sequence[float], query: str, now: datetime) -> npt.NDArray[np.float64]:
+def _dated(
+    scores: npt.NDArray[np.float64], written: Sequence[float], query: str, now: datetime,
+    telling: Callable[[], Sequence[int]] = list,
+) -> npt.NDArray[np.float64]:
     """``scores`` with the pages written on the days ``query`` names ("10 days ago", "last Saturday":
     :func:`gateway.core.when.named_span`) raised, by as much as those days single them out: a question that dates
     what it asks is as likely to be answered by a page of those days as by any other, so a page of theirs is
     (pages outside) / (pages inside) times likelier than one outside. That odds ratio multiplies what the budget
     makes of a page's relevance (:data:`gateway.core.budget.RELEVANCE_POWER`), hence its root here. Days that hold
-    most of the pages raise nothing; the scores are normalised to the best again."""
+    most of the pages raise nothing; the scores are normalised to the best again.
+
+    Of those days' pages, the ones that tell of an event of their day or the day before ("I just got a smoker
+    today", "we went yesterday": ``telling``, the positions of the pages that say so) are the ones an event of the
+    named day is told in; when there are any, they alone are the pages inside. A day that holds many sessions
+    holds few such pages, so they are raised much more than the whole day would be. Only for the days of an event
+    (:data:`EVENT_DAYS`): what was done "in the past month" is told on any day, in any words."""
     span = named_span(query, now)
     if span is None or not len(scores):
         return scores
     start, end = (datetime.combine(day, day_start(), now.tzinfo).timestamp() for day in (span[0], span[1] + timedelta(days=1)))
     times = np.asarray(written, dtype=np.float64)
     inside = (times >= start) & (times < end)
+    if span[1] - span[0] <= EVENT_DAYS:
+        told = np.zeros(len(scores), dtype=bool)
+        told[list(telling())] = True
+        if (inside & told).any():
+            inside &= told
     within = int(inside.sum())
     if not within or within * 2 >= len(scores):
         return scores
@@ -215,6 +232,7 @@ class Router:
         counts = [m.terms for m in roots]
         query_terms = terms(match_text)
         about_user = query_source(match_text) == "user"
+        mine: Documents | None = None
         if about_user:
             # what the user said about themselves is in their messages; a long reply that repeats the question's
             # words (advice on lenses) outscores the one line that says which lens, and only by its length
@@ -234,7 +252,14 @@ class Router:
         semantic = _normalised(await self._semantic(thread, common, ids, about_user))
         scores = _normalised(_with_neighbours(LEXICAL_WEIGHT * lexical + SEMANTIC_WEIGHT * semantic))
         if now is not None:
-            scores = _dated(scores, [m.written_ts for m in roots], query, now)
+            told = mine if about_user else documents
+
+            def telling() -> list[int]:
+                if told is not None:
+                    return sorted({p for term in TELLING_TERMS for p in told.positions(term)})
+                return [i for i, m in enumerate(roots) if any(t in (m.own_terms if about_user else m.terms) for t in TELLING_TERMS)]
+
+            scores = _dated(scores, [m.written_ts for m in roots], query, now, telling)
         relevance = dict(zip(ids, scores.tolist()))
         # best first, ties in conversation order (a stable sort on the negated scores, as sorted() would)
         shortlist = [ids[i] for i in np.argsort(-scores, kind="stable")[: self._settings.shortlist]]

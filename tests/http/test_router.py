@@ -236,6 +236,36 @@ def test_a_question_that_dates_what_it_asks_prefers_the_pages_of_that_day(routed
     assert "cast iron pan" in first("2023-03-15T09:00:00Z")
 
 
+def test_of_a_named_days_pages_those_that_tell_of_its_events_come_first(routed: GatewayProcess, upstream: FakeUpstream) -> None:
+    """Two sessions on the day "10 days ago" names: one asks what to buy for the kitchen (more of the question's
+    words), the other tells of a purchase made that day ("today"). The one that tells of the day's event ranks
+    first: a day that holds many sessions holds few that tell what happened on it."""
+    sessions = [
+        ("2023-03-01T10:00:00Z", history()[:8]),
+        ("2023-03-12T09:00:00Z", [{"role": "user", "content": "What should I buy to organize my kitchen? The kitchen drawers are a mess."},
+                                  {"role": "assistant", "content": "Drawer dividers and a lazy susan for the kitchen cabinets."}]),
+        ("2023-03-12T15:00:00Z", [{"role": "user", "content": "By the way, I got a stand mixer for the kitchen today. Any cake recipes?"},
+                                  {"role": "assistant", "content": "A classic sponge is a good start."}]),
+        ("2023-03-18T10:00:00Z", COOKING),
+    ]
+    thread = "r-" + uuid.uuid4().hex[:8]
+    client = openai.OpenAI(base_url=routed.base_url, api_key="sk-r", max_retries=0)
+    upstream.reset()
+    messages: list[dict[str, Any]] = []
+    for when, turns in sessions:
+        messages += turns
+        upstream.script(Reply(content="fine"))
+        client.chat.completions.create(model="fake-model", messages=messages, extra_headers={"X-PCP-Thread": thread, "X-PCP-Time": when})  # type: ignore[arg-type]
+    upstream.reset()
+    upstream.script(Reply(content='{"detail": [], "summary": []}'), Reply(content="fine"))
+    question = {"role": "user", "content": "What did I buy for the kitchen 10 days ago?"}
+    client.chat.completions.create(model="fake-model", messages=[*messages, question], extra_headers={"X-PCP-Thread": thread, "X-PCP-Time": "2023-03-22T09:00:00Z"})  # type: ignore[arg-type]
+    router_request = [r for r in upstream.chat_requests if is_router_call(r)][-1].body
+    assert router_request is not None
+    ranked = router_request["messages"][1]["content"].split("\n- id=")[1:]
+    assert "stand mixer" in ranked[0] and "organize my kitchen" in "".join(ranked[1:])
+
+
 FRIENDS = [
     ("Thanks, Melanie! Work was busy, I spent the week on the new counseling course.", "Caroline, that sounds like a lot. Did you sleep at all?"),
     ("Melanie, guess what: I painted a lighthouse at sunset on my balcony.", "Caroline, how lovely! My kids and I built sandcastles on the beach all day long."),
