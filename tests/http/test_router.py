@@ -202,6 +202,30 @@ def test_the_words_that_place_a_question_in_time_are_not_matched(routed: Gateway
     assert shortlist.index(node_id_with(root, "tomato saplings")) < shortlist.index(node_id_with(root, "next two weeks"))
 
 
+def _ranked_when_asked(routed: GatewayProcess, upstream: FakeUpstream, sessions: list[tuple[str, list[dict[str, Any]]]],
+                       question: str, asked_at: list[str]) -> list[list[str]]:
+    """Replays ``sessions`` into a new thread (each sent whole on its day, as a replayed conversation is), then
+    asks ``question`` at each time of ``asked_at``: the router model's shortlist for each, best first."""
+    thread = "r-" + uuid.uuid4().hex[:8]
+    client = openai.OpenAI(base_url=routed.base_url, api_key="sk-r", max_retries=0)
+    upstream.reset()
+    messages: list[dict[str, Any]] = []
+    for when, turns in sessions:
+        messages += turns
+        upstream.script(Reply(content="fine"))
+        client.chat.completions.create(model="fake-model", messages=messages, extra_headers={"X-PCP-Thread": thread, "X-PCP-Time": when})  # type: ignore[arg-type]
+    ranked = []
+    for when in asked_at:
+        upstream.reset()
+        upstream.script(Reply(content='{"detail": [], "summary": []}'), Reply(content="fine"))
+        asked = [*messages, {"role": "user", "content": question}]
+        client.chat.completions.create(model="fake-model", messages=asked, extra_headers={"X-PCP-Thread": thread, "X-PCP-Time": when})  # type: ignore[arg-type]
+        router_request = [r for r in upstream.chat_requests if is_router_call(r)][-1].body
+        assert router_request is not None
+        ranked.append(router_request["messages"][1]["content"].split("\n- id=")[1:])
+    return ranked
+
+
 def test_a_question_that_dates_what_it_asks_prefers_the_pages_of_that_day(routed: GatewayProcess, upstream: FakeUpstream) -> None:
     """Two purchases told the same way on different days: "what did I buy 10 days ago?" ranks first the one
     written ten days before the question, whichever day that is (the dates are the sessions' X-PCP-Time)."""
@@ -214,26 +238,9 @@ def test_a_question_that_dates_what_it_asks_prefers_the_pages_of_that_day(routed
                                   {"role": "assistant", "content": "Descale it every month if your water is hard."}]),
         ("2023-03-18T10:00:00Z", COOKING),
     ]
-    thread = "r-" + uuid.uuid4().hex[:8]
-    client = openai.OpenAI(base_url=routed.base_url, api_key="sk-r", max_retries=0)
-    upstream.reset()
-    messages: list[dict[str, Any]] = []
-    for when, turns in sessions:  # each session sent whole on its day, as a replayed conversation is
-        messages += turns
-        upstream.script(Reply(content="fine"))
-        client.chat.completions.create(model="fake-model", messages=messages, extra_headers={"X-PCP-Thread": thread, "X-PCP-Time": when})  # type: ignore[arg-type]
-
-    def first(asked_at: str) -> str:
-        upstream.reset()
-        upstream.script(Reply(content='{"detail": [], "summary": []}'), Reply(content="fine"))
-        question = {"role": "user", "content": "What did I buy for the kitchen 10 days ago?"}
-        client.chat.completions.create(model="fake-model", messages=[*messages, question], extra_headers={"X-PCP-Thread": thread, "X-PCP-Time": asked_at})  # type: ignore[arg-type]
-        router_request = [r for r in upstream.chat_requests if is_router_call(r)][-1].body
-        assert router_request is not None
-        return router_request["messages"][1]["content"].split("\n- id=")[1].split(":", 1)[1]
-
-    assert "kettle" in first("2023-03-22T09:00:00Z")
-    assert "cast iron pan" in first("2023-03-15T09:00:00Z")
+    later, earlier = _ranked_when_asked(routed, upstream, sessions, "What did I buy for the kitchen 10 days ago?",
+                                        ["2023-03-22T09:00:00Z", "2023-03-15T09:00:00Z"])
+    assert "kettle" in later[0] and "cast iron pan" in earlier[0]
 
 
 def test_of_a_named_days_pages_those_that_tell_of_its_events_come_first(routed: GatewayProcess, upstream: FakeUpstream) -> None:
@@ -248,21 +255,7 @@ def test_of_a_named_days_pages_those_that_tell_of_its_events_come_first(routed: 
                                   {"role": "assistant", "content": "A classic sponge is a good start."}]),
         ("2023-03-18T10:00:00Z", COOKING),
     ]
-    thread = "r-" + uuid.uuid4().hex[:8]
-    client = openai.OpenAI(base_url=routed.base_url, api_key="sk-r", max_retries=0)
-    upstream.reset()
-    messages: list[dict[str, Any]] = []
-    for when, turns in sessions:
-        messages += turns
-        upstream.script(Reply(content="fine"))
-        client.chat.completions.create(model="fake-model", messages=messages, extra_headers={"X-PCP-Thread": thread, "X-PCP-Time": when})  # type: ignore[arg-type]
-    upstream.reset()
-    upstream.script(Reply(content='{"detail": [], "summary": []}'), Reply(content="fine"))
-    question = {"role": "user", "content": "What did I buy for the kitchen 10 days ago?"}
-    client.chat.completions.create(model="fake-model", messages=[*messages, question], extra_headers={"X-PCP-Thread": thread, "X-PCP-Time": "2023-03-22T09:00:00Z"})  # type: ignore[arg-type]
-    router_request = [r for r in upstream.chat_requests if is_router_call(r)][-1].body
-    assert router_request is not None
-    ranked = router_request["messages"][1]["content"].split("\n- id=")[1:]
+    [ranked] = _ranked_when_asked(routed, upstream, sessions, "What did I buy for the kitchen 10 days ago?", ["2023-03-22T09:00:00Z"])
     assert "stand mixer" in ranked[0] and "organize my kitchen" in "".join(ranked[1:])
 
 
