@@ -393,6 +393,11 @@ def per_question(results: Sequence[Result], ways: Sequence[str], items: Sequence
     return "\n".join(lines)
 
 
+def asked(item: Item) -> str:
+    """The question as every way sends it."""
+    return f"{item.question.text} {ASK}"
+
+
 def write_docs(path: Path, body: str) -> None:
     """Replace the run's marked section of ``path`` (:data:`MARKERS`), keeping the rest of the page; fail loudly
     when the markers are missing rather than overwrite the page."""
@@ -442,32 +447,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             by_conversation.setdefault(it.conv.id, []).append(it)
         for group in by_conversation.values():
             conv = group[0].conv
-            for it in group:
-                if "full" not in ways:
-                    break
-                q = it.question
-                log(f"[{q.id}] {q.text}  (gold: {it.gold})")
-                messages = full_messages(conv, f"{q.text} {ASK}")
+            for it in group if "full" in ways else ():
+                log(f"[{it.question.id}] {it.question.text}  (gold: {it.gold})")
+                messages = full_messages(conv, asked(it))
                 if COUNTER.count_messages(messages) * 1.15 + OUTPUT_MARGIN > args.ctx:  # Qwen's tokens run ~10% above cl100k's
-                    log(f"  {'full':>12} {q.id}: n/a ({COUNTER.count_messages(messages):,} tokens > window {args.ctx:,})")
+                    log(f"  {'full':>12} {it.question.id}: n/a ({COUNTER.count_messages(messages):,} tokens > window {args.ctx:,})")
                 else:
                     t0 = time.perf_counter()
                     runner.record("full", it, runner.chat(llama + "/v1", ALIAS, messages), t0)
             for budget in budgets:
-                for it in group if gateway is not None else ():
-                    assert gateway is not None
-                    q = it.question
-                    log(f"[{q.id}] {q.text}  (gold: {it.gold})")
-                    gateway.replay(runner.client, conv)
-                    t0 = time.perf_counter()
-                    headers = {**gateway.headers(conv, conv.question_time), "X-PCP-Budget": str(budget)}
-                    messages = [*history_messages(conv.turns), {"role": "user", "content": f"{q.text} {ASK}"}]
-                    runner.record(f"gateway-{budget}", it, runner.chat(gateway.gw.base_url, MODEL, messages, headers), t0)
+                if gateway is not None:
+                    for it in group:
+                        log(f"[{it.question.id}] {it.question.text}  (gold: {it.gold})")
+                        gateway.replay(runner.client, conv)
+                        t0 = time.perf_counter()
+                        headers = {**gateway.headers(conv, conv.question_time), "X-PCP-Budget": str(budget)}
+                        messages = [*history_messages(conv.turns), {"role": "user", "content": asked(it)}]
+                        runner.record(f"gateway-{budget}", it, runner.chat(gateway.gw.base_url, MODEL, messages, headers), t0)
                 for it in group if "bm25" in ways else ():
-                    q = it.question
                     base = baselines.setdefault(conv.id, Baselines(conv))
                     t0 = time.perf_counter()
-                    runner.record(f"bm25-{budget}", it, runner.chat(llama + "/v1", ALIAS, bm25_messages(base, conv, q, f"{q.text} {ASK}", budget)), t0)
+                    messages = bm25_messages(base, conv, it.question, asked(it), budget)
+                    runner.record(f"bm25-{budget}", it, runner.chat(llama + "/v1", ALIAS, messages), t0)
     results = runner.results
     table = summary(results, columns, items)
     report = (f"{table}\n\n{paired(results, columns)}\n\n### Per question\n\n"

@@ -256,7 +256,7 @@ class Router:
 
             def telling() -> list[int]:
                 if told is not None:
-                    return sorted({p for term in TELLING_TERMS for p in told.positions(term)})
+                    return [p for term in TELLING_TERMS for p in told.positions(term)]
                 return [i for i, m in enumerate(roots) if any(t in (m.own_terms if about_user else m.terms) for t in TELLING_TERMS)]
 
             scores = _dated(scores, [m.written_ts for m in roots], query, now, telling)
