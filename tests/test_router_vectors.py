@@ -1,0 +1,24 @@
+"""A thread's page vectors scored in one matrix product give each page's cosine as the page-by-page dot did."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gateway.service.router import _Aligned
+
+
+def test_one_product_scores_each_page_on_its_best_row_and_a_page_without_a_vector_zero() -> None:
+    rng = np.random.default_rng(7)
+    query = rng.standard_normal(16).astype(np.float32)
+    vectors = [
+        rng.standard_normal(16).astype(np.float32),
+        None,
+        rng.standard_normal((3, 16)).astype(np.float32),  # a page with the user's sentences embedded too
+        rng.standard_normal(16).astype(np.float32),
+        rng.standard_normal((2, 16)).astype(np.float32),
+    ]
+    expected = [0.0 if v is None else float(np.dot(v, query)) if v.ndim == 1 else float(np.dot(v, query).max()) for v in vectors]
+    scores = _Aligned.of(tuple("abcde"), vectors).cosines(query)
+    assert np.allclose(scores, expected, rtol=1e-6, atol=1e-6)
+    assert scores[1] == 0.0 and int(np.argmax(scores)) == int(np.argmax(expected))
+    assert _Aligned.of(("a", "b"), [None, None]).cosines(query) == [0.0, 0.0]
