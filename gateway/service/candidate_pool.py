@@ -2,21 +2,27 @@
 
 A request builds :class:`~gateway.core.budget.Candidate` objects only for the pages the budget could show; every
 other page goes to the fit as an :class:`~gateway.core.budget.Outside`, which the budget checks could never have
-been shown (else the caller takes more, see :data:`POOL_SPARES`).
+been shown (else the caller takes more, see :data:`POOL_SPARES`). The ranking of every page is array work over a
+:class:`PoolTable`, derived once per thread version; only the pages that become candidates, and the few outside
+pages that no other outside page dominates, become Python objects.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
+
+import numpy as np
+import numpy.typing as npt
 
 from gateway.adapters.manifests import Manifest, micros
 from gateway.core import Excerpt, LineHolds
-from gateway.core.budget import DEFAULT_HALF_LIFE, Outside, outside_at, outside_bound, rank_by_age
+from gateway.core.budget import AGE_FLOOR, DEFAULT_HALF_LIFE, FLOOR, RELEVANCE_POWER, Outside, outside_at, outside_bound
 from gateway.core.excerpt import ExcerptOption
 from gateway.core.pages import utc
 
-__all__ = ["POOL_SPARES", "candidate_pool", "refreshed"]
+__all__ = ["POOL_SPARES", "PoolTable", "candidate_pool", "refreshed"]
 
 # How many times the most pages the budget can show are taken as candidates, in priority order, before all are
 # (see candidate_pool): most requests need only the first, a few (excerpts worth more than their page's priority) more.
@@ -29,6 +35,45 @@ def refreshed(timestamp: datetime, seen: datetime | None) -> datetime:
     return timestamp + (seen - timestamp) / 4 if seen and seen > timestamp else timestamp
 
 
+@dataclass(frozen=True)
+class PoolTable:
+    """What the pool ranks a thread's top-level pages on, as arrays in their order: what their manifests say,
+    which changes only with the thread's version (keep it in ``ThreadSnapshot.derived``)."""
+
+    roots: tuple[str, ...]
+    position: dict[str, int]
+    written_us: npt.NDArray[np.int64]  # Manifest.written_us: ages from it are exact
+    written_ts: npt.NDArray[np.float64]
+    gain: npt.NDArray[np.float64]  # Manifest.bound: the best first step's gain per token, the cheapest entry
+    cheapest: npt.NDArray[np.int64]
+    by_id: npt.NDArray[np.int64]  # each page's place in id order: the fill's last tie-break
+
+    @classmethod
+    def of(cls, roots: Sequence[str], manifests: Mapping[str, Manifest]) -> PoolTable:
+        bounds = [manifests[r].bound for r in roots]
+        by_id = np.empty(len(roots), dtype=np.int64)
+        by_id[sorted(range(len(roots)), key=roots.__getitem__)] = np.arange(len(roots))
+        return cls(
+            tuple(roots), {r: i for i, r in enumerate(roots)},
+            np.array([manifests[r].written_us for r in roots], dtype=np.int64),
+            np.array([manifests[r].written_ts for r in roots], dtype=np.float64),
+            np.array([gain for gain, _ in bounds], dtype=np.float64),
+            np.array([least for _, least in bounds], dtype=np.int64), by_id,
+        )  # fmt: skip
+
+
+def _frontier(worth: npt.NDArray[np.float64], cheapest: npt.NDArray[np.int64]) -> list[Outside]:
+    """The pages (as :class:`Outside`) that no other page is worth at least as much as and cheaper or as cheap
+    as: if none of them can be shown, neither can the others. A page's room is the budget left when the fill
+    first pops a step worth less than it, which is no more for a page worth less; so a page worth at most
+    another's, whose cheapest entry costs at least as much, is shown only if that other one is."""
+    order = np.lexsort((cheapest, -worth))  # most worth first, the cheaper first among equals
+    cheapest_sorted = cheapest[order]
+    best_before = np.minimum.accumulate(np.concatenate(([np.iinfo(np.int64).max], cheapest_sorted[:-1])))
+    keep = order[cheapest_sorted < best_before]
+    return [Outside(float(worth[i]), int(cheapest[i])) for i in keep]
+
+
 def candidate_pool(
     roots: Sequence[str],
     manifests: Mapping[str, Manifest],
@@ -39,6 +84,7 @@ def candidate_pool(
     excerpts: Mapping[str, tuple[float | None, tuple[ExcerptOption, ...], float]],
     must: set[str],
     spare: int = 1,
+    table: PoolTable | None = None,
 ) -> tuple[list[str], list[Outside]]:
     """The top-level pages that become the budget's candidates, and the rest as :class:`Outside` pages.
 
@@ -48,47 +94,48 @@ def candidate_pool(
     their priority); the budget checks that none of the rest could have been shown (else the caller fits them
     all). A request then builds candidates for what the budget can show, not for the whole thread. ``spare``
     multiplies the number taken in priority order (the fill goes by value per token, not priority)."""
-    ranked: list[tuple[float, float, str]] = []
-    cheapest = None
-    # a page's age as timedelta.total_seconds() would give it (exact microseconds, divided once), from what its
-    # manifest keeps: no datetime arithmetic per page on every request
-    now_us, half_life = micros(now), DEFAULT_HALF_LIFE.total_seconds()
-    for r in roots:
-        manifest = manifests[r]
-        last = seen.get(r)
-        if last is None:
-            written, stamp = manifest.written_us, manifest.written_ts
-        else:
-            moment = utc(refreshed(manifest.page.timestamp, last))
-            written, stamp = micros(moment), moment.timestamp()
-        ranked.append((-rank_by_age((now_us - written) / 1_000_000, relevance[r], half_life), -stamp, r))
-        entry = manifest.bound[1]
-        cheapest = entry if cheapest is None or entry < cheapest else cheapest
-    ranked.sort()
-    if cheapest is None or room <= 0:
+    if table is None or table.roots != tuple(roots):
+        table = PoolTable.of(roots, manifests)
+    if not roots or room <= 0:
         return list(roots), []
+    # a page's age as timedelta.total_seconds() would give it (exact microseconds, divided once)
+    written, stamp = table.written_us, table.written_ts
+    if seen:
+        written, stamp = written.copy(), stamp.copy()
+        for r, last in seen.items():
+            i = table.position.get(r)
+            if i is not None:
+                moment = utc(refreshed(manifests[r].page.timestamp, last))
+                written[i], stamp[i] = micros(moment), moment.timestamp()
+    ages = np.maximum((micros(now) - written) / 1_000_000, 0.0)
+    scores = np.fromiter((relevance[r] for r in roots), dtype=np.float64, count=len(roots))
+    # gateway.core.budget.rank_by_age, page by page (a last bit may differ: the pool only bounds the work, the
+    # fit's check keeps the result exact; an Outside's worth is a hair above its bound)
+    rank = (FLOOR + (1.0 - FLOOR) * scores) * (AGE_FLOOR + (1.0 - AGE_FLOOR) * 0.5 ** (ages / DEFAULT_HALF_LIFE.total_seconds()))
+    order = np.lexsort((table.by_id, -stamp, -rank))  # the fill's order: priority, then newer, then id
+    cheapest = int(table.cheapest.min())
     for _, options, _ in excerpts.values():
         cheapest = min([cheapest, *(option.tokens + 1 for option in options)])
     size = spare * (room // cheapest + 1)
-    chosen = {r for _, _, r in ranked[:size]} | must
-    rest = []
-    for negative, _, r in ranked[size:]:
-        if r in must:
-            continue
-        manifest = manifests[r]
-        excerpted = excerpts.get(r)
-        if excerpted is None:
-            gain, least = manifest.bound
-        else:
-            # its value counted on all its tokens (not only those that can hold the answer): still an upper bound
-            line, options, _ = excerpted
-            gain, least = outside_bound(
-                detail_tokens=manifest.page.tokens,
-                summary_tokens=manifest.summary_tokens,
-                background_tokens=manifest.background_tokens,
-                line_coverage=line,
-                content_on_line=manifest.line is LineHolds.CONTENT,
-                excerpts=[Excerpt(option.tokens, option.coverage) for option in options],
-            )
-        rest.append(outside_at(-negative, gain, least))
+    chosen = {roots[i] for i in order[:size].tolist()} | must
+    out = np.ones(len(roots), dtype=bool)
+    out[[table.position[r] for r in chosen if r in table.position]] = False
+    rest: list[Outside] = []
+    for r in excerpts.keys() - chosen:  # (the caller makes them candidates: must)
+        # its value counted on all its tokens (not only those that can hold the answer): still an upper bound
+        i, manifest = table.position[r], manifests[r]
+        out[i] = False
+        line, options, _ = excerpts[r]
+        gain, least = outside_bound(
+            detail_tokens=manifest.page.tokens,
+            summary_tokens=manifest.summary_tokens,
+            background_tokens=manifest.background_tokens,
+            line_coverage=line,
+            content_on_line=manifest.line is LineHolds.CONTENT,
+            excerpts=[Excerpt(option.tokens, option.coverage) for option in options],
+        )
+        rest.append(outside_at(float(rank[i]), gain, least))
+    if out.any():
+        # outside_at, page by page
+        rest += _frontier(rank[out] ** RELEVANCE_POWER * table.gain[out] * (1 + 1e-9), table.cheapest[out])
     return [r for r in roots if r in chosen], rest  # in conversation order, as the fit lists its views

@@ -1,0 +1,77 @@
+"""The candidate pool's array work gives what the page-by-page definitions give."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.adapters.manifests import Manifest
+from gateway.core.budget import DEFAULT_HALF_LIFE, Outside, PoolExceeded, _check_outside, rank_by_age
+from gateway.core.pages import Page, PageType
+from gateway.service.candidate_pool import PoolTable, _frontier, candidate_pool, refreshed
+
+NOW = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
+
+
+def _raises(outside: list[Outside], pops: list[tuple[float, int]], end: int, limit: int) -> bool:
+    try:
+        _check_outside(outside, pops, end, limit)
+    except PoolExceeded:
+        return True
+    return False
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    outside=st.lists(st.tuples(st.sampled_from([0.1, 0.2, 0.5, 1.0, 2.0]), st.integers(1, 60)), min_size=1, max_size=30),
+    pops=st.lists(st.tuples(st.sampled_from([0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 3.0]), st.integers(0, 40)), max_size=12),
+    limit=st.integers(0, 300),
+)
+def test_the_outside_pages_no_other_dominates_decide_the_check(
+    outside: list[tuple[float, int]], pops: list[tuple[float, int]], limit: int
+) -> None:
+    # ties in worth and in cost on purpose: a page as cheap and worth as much as another is covered by it
+    totals = np.cumsum([0, *(step for _, step in pops)]).tolist()
+    popped = [(value, totals[i]) for i, (value, _) in enumerate(pops)]
+    every = [Outside(w, c) for w, c in outside]
+    kept = _frontier(np.array([w for w, _ in outside]), np.array([c for _, c in outside], dtype=np.int64))
+    assert set(kept) <= set(every)
+    assert _raises(kept, popped, totals[-1], limit) == _raises(every, popped, totals[-1], limit)
+
+
+def _manifest(n: int, hours: float, detail: int, background: int) -> Manifest:
+    page = Page(f"{n:08x}", PageType.ORIGINAL, NOW - timedelta(hours=hours), "", "", (), detail)
+    return Manifest(page, summary_tokens=min(detail, 20), background_tokens=background, terms={}, length=0)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_pool_takes_the_pages_first_in_the_fills_order(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    manifests = {
+        m.page.id: m
+        for m in (_manifest(n, float(rng.uniform(0, 200)), int(rng.integers(5, 300)), int(rng.integers(3, 40))) for n in range(200))
+    }
+    roots = list(manifests)
+    relevance = {r: float(rng.uniform()) for r in roots}
+    seen = {r: NOW - timedelta(minutes=int(rng.integers(0, 300))) for r in roots[::17]}
+
+    def order(r: str) -> tuple[float, float, str]:
+        moment = refreshed(manifests[r].page.timestamp, seen.get(r))
+        return (-rank_by_age((NOW - moment).total_seconds(), relevance[r], DEFAULT_HALF_LIFE.total_seconds()),
+                -moment.timestamp(), r)  # fmt: skip
+
+    room = 300
+    least = min(m.bound[1] for m in manifests.values())
+    pool, rest = candidate_pool(roots, manifests, relevance, seen, NOW, room, {}, {roots[0]}, 1, PoolTable.of(roots, manifests))
+    expected = set(sorted(roots, key=order)[: room // least + 1]) | {roots[0]}
+    assert pool == [r for r in roots if r in expected]
+    # the rest are bounded by the pages left out: no page outside is worth more than the best of them
+    assert rest and max(o.worth for o in rest) >= max(
+        rank_by_age((NOW - refreshed(manifests[r].page.timestamp, seen.get(r))).total_seconds(), relevance[r],
+                    DEFAULT_HALF_LIFE.total_seconds()) ** 3 * manifests[r].bound[0]
+        for r in roots if r not in expected
+    )  # fmt: skip
