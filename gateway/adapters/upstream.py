@@ -108,11 +108,32 @@ def translate_error(exc: BaseException) -> GatewayError:
     return UpstreamUnavailable(f"upstream failed: {message}")
 
 
+_PRICES = ("input_cost_per_token", "output_cost_per_token")
+
+
+def _priced(litellm_params: Mapping[str, Any], model_info: Mapping[str, Any]) -> bool:
+    """Whether litellm has a price for a deployment: configured (a price, or a base model to price it as), or
+    in its cost map (where a free model, as Ollama's, is an explicit zero)."""
+    if "base_model" in model_info or any(key in source for source in (model_info, litellm_params) for key in _PRICES):
+        return True
+    try:
+        litellm.get_model_info(model=str(litellm_params.get("model", "")))
+    except Exception:  # litellm raises plain Exception (ModelNotMappedError) for a model it does not know
+        return False
+    return True
+
+
 def build_router(config: GatewayConfig) -> Router:
-    model_list = [
-        {"model_name": e.model_name, "litellm_params": dict(e.litellm_params), "model_info": dict(e.model_info)}
-        for e in config.model_list
-    ]
+    """The litellm Router of the configured model list. A deployment litellm has no price for (a local
+    model, a self-hosted endpoint, a name not in its cost map) is priced at zero: with no price, litellm runs
+    a "zero cost" diagnostic after every call that walks the deployment's model info (~1.7 ms of CPU per
+    call, bench/overhead.py's model), and the gateway uses no cost. A configured price is kept."""
+    model_list = []
+    for e in config.model_list:
+        info = dict(e.model_info)
+        if not _priced(e.litellm_params, info):
+            info.update(dict.fromkeys(_PRICES, 0.0))
+        model_list.append({"model_name": e.model_name, "litellm_params": dict(e.litellm_params), "model_info": info})
     return Router(model_list=model_list, **config.router_options)
 
 

@@ -1,10 +1,12 @@
-"""Which path litellm takes to openai-compatible providers (`select_openai_path`): plain calls on a mapping."""
+"""Which path litellm takes to openai-compatible providers (`select_openai_path`): plain calls on a mapping; and the prices the Router is given."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from gateway.adapters.upstream import HTTP_HANDLER_SWITCH, select_openai_path
+import pytest
+
+from gateway.adapters.upstream import HTTP_HANDLER_SWITCH, build_router, select_openai_path
 from gateway.config import GatewayConfig
 
 
@@ -34,3 +36,24 @@ def test_an_organization_keeps_the_sdk_which_alone_sends_it() -> None:
     environ = {}
     assert select_openai_path(_config(organization="org-1"), environ) is False
     assert environ == {}
+
+
+# litellm's Router builds a pydantic adapter of its own types that warns about them (not ours)
+@pytest.mark.filterwarnings("ignore:Item .* is using the `ReadOnly` qualifier:UserWarning")
+def test_a_deployment_litellm_has_no_price_for_is_priced_at_zero_and_a_known_or_configured_price_is_kept() -> None:
+    def deployment(name: str, model: str, **info: object) -> dict[str, object]:
+        return {"model_name": name, "litellm_params": {"model": model, "api_base": "http://127.0.0.1:9/v1", "api_key": "k"}, "model_info": info}
+
+    config = GatewayConfig.model_validate({"model_list": [
+        deployment("local", "openai/my-local-model"),
+        deployment("mapped", "openai/gpt-4o-mini"),
+        deployment("priced", "openai/my-local-model", input_cost_per_token=1e-6),
+        deployment("as", "openai/my-local-model", base_model="gpt-4o-mini"),
+        deployment("off", "openai/my-local-model", pcp_enabled=False),
+    ], "store": {"data_dir": str(Path("unused"))}})  # fmt: skip
+    infos = {d["model_name"]: d["model_info"] for d in build_router(config).model_list}
+    assert (infos["local"]["input_cost_per_token"], infos["local"]["output_cost_per_token"]) == (0.0, 0.0)
+    assert infos["off"]["pcp_enabled"] is False and infos["off"]["input_cost_per_token"] == 0.0
+    assert "input_cost_per_token" not in infos["mapped"]  # litellm's cost map prices it
+    assert infos["priced"]["input_cost_per_token"] == 1e-6 and "output_cost_per_token" not in infos["priced"]
+    assert "input_cost_per_token" not in infos["as"]
