@@ -109,18 +109,21 @@ def translate_error(exc: BaseException) -> GatewayError:
 
 
 _PRICES = ("input_cost_per_token", "output_cost_per_token")
+# litellm's cost map as shipped: a Router adds the names of the models it is given (unpriced), so whether a
+# model is in the map is asked of this copy of its keys, taken before any Router is built
+_SHIPPED_PRICES = frozenset(litellm.model_cost)
 
 
 def _priced(litellm_params: Mapping[str, Any], model_info: Mapping[str, Any]) -> bool:
     """Whether litellm has a price for a deployment: configured (a price, or a base model to price it as), or
-    in its cost map (where a free model, as Ollama's, is an explicit zero)."""
+    in its cost map as shipped (where a free model, as Ollama's, is an explicit zero)."""
     if "base_model" in model_info or any(key in source for source in (model_info, litellm_params) for key in _PRICES):
         return True
     try:
-        litellm.get_model_info(model=str(litellm_params.get("model", "")))
+        known = litellm.get_model_info(model=str(litellm_params.get("model", "")))
     except Exception:  # litellm raises plain Exception (ModelNotMappedError) for a model it does not know
         return False
-    return True
+    return known.get("key") in _SHIPPED_PRICES
 
 
 def build_router(config: GatewayConfig) -> Router:
