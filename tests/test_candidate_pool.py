@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.adapters.manifests import Manifest
-from gateway.core.budget import DEFAULT_HALF_LIFE, Outside, PoolExceeded, _check_outside, rank_by_age
+from gateway.core import Excerpt
+from gateway.core.budget import DEFAULT_HALF_LIFE, Outside, PoolExceeded, _check_outside, outside_at, outside_bound, rank_by_age
+from gateway.core.excerpt import ExcerptOption
 from gateway.core.pages import Page, PageType
 from gateway.service.candidate_pool import PoolTable, _frontier, candidate_pool, refreshed
 
@@ -75,3 +77,21 @@ def test_the_pool_takes_the_pages_first_in_the_fills_order(seed: int) -> None:
                     DEFAULT_HALF_LIFE.total_seconds()) ** 3 * manifests[r].bound[0]
         for r in roots if r not in expected
     )  # fmt: skip
+
+
+def test_an_excerpted_page_left_outside_is_bounded_by_its_excerpts() -> None:
+    # (the request path makes every excerpted page a candidate; the pool still bounds one it is not told to keep)
+    manifests = {m.page.id: m for m in (_manifest(n, float(n), 200, 10) for n in range(30))}
+    roots = list(manifests)
+    relevance = dict.fromkeys(roots, 0.5)
+    old = roots[-1]  # the oldest: outside a small pool
+    rich = ExcerptOption((0,), "the one line that holds it", 8, 0.9)
+    pool, rest = candidate_pool(roots, manifests, relevance, {}, NOW, 40, {old: (None, (rich,), 1.0)}, set())
+    assert old not in pool
+    age = (NOW - manifests[old].page.timestamp).total_seconds()
+    bound = outside_at(rank_by_age(age, 0.5, DEFAULT_HALF_LIFE.total_seconds()), *outside_bound(
+        detail_tokens=200, summary_tokens=20, background_tokens=10, excerpts=[Excerpt(8, 0.9)]))  # fmt: skip
+    # counted with its excerpt, which is worth more per token than its line or nodes, and more than any other page
+    # outside: it is the one the check has to hold
+    assert bound.worth > outside_at(rank_by_age(age, 0.5, DEFAULT_HALF_LIFE.total_seconds()), *manifests[old].bound).worth
+    assert max(o.worth for o in rest) == pytest.approx(bound.worth, rel=1e-12)

@@ -121,7 +121,7 @@ def candidate_pool(
     out = np.ones(len(roots), dtype=bool)
     out[[table.position[r] for r in chosen if r in table.position]] = False
     rest: list[Outside] = []
-    for r in excerpts.keys() - chosen:  # (the caller makes them candidates: must)
+    for r in [r for r in excerpts if r not in chosen and r in table.position]:  # (the caller makes them must)
         # its value counted on all its tokens (not only those that can hold the answer): still an upper bound
         i, manifest = table.position[r], manifests[r]
         out[i] = False
