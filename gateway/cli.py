@@ -14,7 +14,7 @@ import uvicorn
 from starlette.datastructures import Headers
 
 from gateway.adapters.store_keys import ThreadKey
-from gateway.adapters.upstream import build_router
+from gateway.adapters.upstream import check_router
 from gateway.bootstrap import build_app, run_worker
 from gateway.config import GatewayConfig, load_config
 from gateway.errors import ConfigError, GatewayError
@@ -114,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"pcp-gateway: bad config: {exc}", file=sys.stderr)
         return 2
     try:
-        build_router(config)  # router_settings are LiteLLM's; let its Router judge them
+        check_router(config)  # router_settings are LiteLLM's; let its Router judge them
     except (TypeError, ValueError) as exc:
         print(f"pcp-gateway: bad config: {config.source}: router_settings: {exc}", file=sys.stderr)
         return 2

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.adapters.upstream import HTTP_HANDLER_SWITCH, build_router, select_openai_path
+from gateway.adapters.upstream import HTTP_HANDLER_SWITCH, build_router, check_router, select_openai_path
 from gateway.config import GatewayConfig
 
 
@@ -51,7 +51,9 @@ def test_a_deployment_litellm_has_no_price_for_is_priced_at_zero_and_a_known_or_
         deployment("as", "openai/my-local-model", base_model="gpt-4o-mini"),
         deployment("off", "openai/my-local-model", pcp_enabled=False),
     ], "store": {"data_dir": str(Path("unused"))}})  # fmt: skip
-    infos = {d["model_name"]: d["model_info"] for d in build_router(config).model_list}
+    router = build_router(config)
+    router.discard()  # type: ignore[no-untyped-call]
+    infos = {d["model_name"]: d["model_info"] for d in router.model_list}
     assert (infos["local"]["input_cost_per_token"], infos["local"]["output_cost_per_token"]) == (0.0, 0.0)
     assert infos["off"]["pcp_enabled"] is False and infos["off"]["input_cost_per_token"] == 0.0
     assert "input_cost_per_token" not in infos["mapped"]  # litellm's cost map prices it
@@ -68,4 +70,23 @@ def test_a_model_an_earlier_router_named_is_still_unpriced() -> None:
         "store": {"data_dir": str(Path("unused"))}})  # fmt: skip
     first, second = build_router(config), build_router(config)
     for router in (first, second):
+        router.discard()  # type: ignore[no-untyped-call]
         assert router.model_list[0]["model_info"]["input_cost_per_token"] == 0.0
+
+
+@pytest.mark.filterwarnings("ignore:Item .* is using the `ReadOnly` qualifier:UserWarning")
+def test_the_router_that_checks_the_settings_leaves_no_callback_behind() -> None:
+    # a Router hooks its usage callbacks into litellm's global lists; the one built only to check the settings
+    # (at start-up) would otherwise run them after every call of the gateway's own Router
+    import litellm
+
+    def hooked() -> list[int]:
+        lists = (litellm._async_success_callback, litellm.success_callback, litellm._async_failure_callback, litellm.failure_callback)
+        return [len(callbacks) for callbacks in lists]
+
+    before = hooked()
+    check_router(_config())
+    assert hooked() == before
+    router = build_router(_config())
+    assert hooked() != before  # what would stay behind
+    router.discard()  # type: ignore[no-untyped-call]
