@@ -39,6 +39,9 @@ def prepare_environment(environ: MutableMapping[str, str] = os.environ) -> None:
     environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     environ.setdefault("OMP_NUM_THREADS", "1")
     environ.setdefault("MKL_NUM_THREADS", "1")
+    # litellm copies every call's messages for its logging payloads, shortening base64 images (after the call, per
+    # call, in proportion to the history); the gateway keeps no litellm logging payload: 0 turns that off
+    environ.setdefault("MAX_BASE64_LENGTH_FOR_LOGGING", "0")
     if "TIKTOKEN_CACHE_DIR" not in environ:
         tokenizers = litellm_tokenizers_dir()
         if tokenizers is not None:
