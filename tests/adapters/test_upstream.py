@@ -64,7 +64,7 @@ def test_a_deployment_litellm_has_no_price_for_is_priced_at_zero_and_a_known_or_
 @pytest.mark.filterwarnings("ignore:Item .* is using the `ReadOnly` qualifier:UserWarning")
 def test_a_model_an_earlier_router_named_is_still_unpriced() -> None:
     # a Router adds its models' names to litellm's cost map, without a price: a second one (the gateway builds
-    # one per upstream client) must not take them for priced
+    # one to check the settings at start-up, then its own) must not take them for priced
     config = GatewayConfig.model_validate({"model_list": [{"model_name": "local", "litellm_params": {
         "model": "openai/another-local-model", "api_base": "http://127.0.0.1:9/v1", "api_key": "k"}}],
         "store": {"data_dir": str(Path("unused"))}})  # fmt: skip
