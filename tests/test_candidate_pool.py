@@ -68,7 +68,7 @@ def test_the_pool_takes_the_pages_first_in_the_fills_order(seed: int) -> None:
 
     room = 300
     least = min(m.bound[1] for m in manifests.values())
-    pool, rest = candidate_pool(roots, manifests, relevance, seen, NOW, room, {}, {roots[0]}, 1, PoolTable.of(roots, manifests))
+    pool, rest = candidate_pool(PoolTable.of(roots, manifests), manifests, relevance, seen, NOW, room, {}, {roots[0]}, 1)
     expected = set(sorted(roots, key=order)[: room // least + 1]) | {roots[0]}
     assert pool == [r for r in roots if r in expected]
     # the rest are bounded by the pages left out: no page outside is worth more than the best of them
@@ -86,7 +86,7 @@ def test_an_excerpted_page_left_outside_is_bounded_by_its_excerpts() -> None:
     relevance = dict.fromkeys(roots, 0.5)
     old = roots[-1]  # the oldest: outside a small pool
     rich = ExcerptOption((0,), "the one line that holds it", 8, 0.9)
-    pool, rest = candidate_pool(roots, manifests, relevance, {}, NOW, 40, {old: (None, (rich,), 1.0)}, set())
+    pool, rest = candidate_pool(PoolTable.of(roots, manifests), manifests, relevance, {}, NOW, 40, {old: (None, (rich,), 1.0)}, set())
     assert old not in pool
     age = (NOW - manifests[old].page.timestamp).total_seconds()
     bound = outside_at(rank_by_age(age, 0.5, DEFAULT_HALF_LIFE.total_seconds()), *outside_bound(

@@ -75,6 +75,7 @@ __all__ = [
     "Excerpt",
     "FitResult",
     "Level",
+    "OUTSIDE_MARGIN",
     "Outside",
     "PoolExceeded",
     "fit_context",
@@ -99,6 +100,9 @@ DAY_OVERHEAD = 7  # the "YYYY-MM-DD:" line that heads a day's lines in <Backgrou
 # 3 0.736/0.864/0.919; with the size (4 conversations): power 1 0.730/0.835/0.895, 3 0.737/0.835/0.899,
 # 6 0.737/0.837/0.900.
 RELEVANCE_POWER = 3
+# an Outside's worth is a hair above its bound: strictly more than the fill's own product (value / paid, rounded
+# in another order)
+OUTSIDE_MARGIN = 1 + 1e-9
 
 
 class Level(enum.Enum):
@@ -448,8 +452,7 @@ def outside_bound(
 
 def outside_at(priority: float, gain: float, cheapest: int) -> Outside:
     """The :class:`Outside` of a page of ``priority`` from its :func:`outside_bound`."""
-    # a hair above the bound: strictly more than the fill's own product (value / paid, rounded in another order)
-    return Outside(priority**RELEVANCE_POWER * gain * (1 + 1e-9), cheapest)
+    return Outside(priority**RELEVANCE_POWER * gain * OUTSIDE_MARGIN, cheapest)
 
 
 def _check_outside(outside: Sequence[Outside], pops: Sequence[tuple[float, int]], end: int, limit: int) -> None:

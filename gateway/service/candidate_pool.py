@@ -9,20 +9,21 @@ pages that no other outside page dominates, become Python objects.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from gateway.adapters.manifests import Manifest, micros
 from gateway.core import Excerpt, LineHolds
-from gateway.core.budget import AGE_FLOOR, DEFAULT_HALF_LIFE, FLOOR, RELEVANCE_POWER, Outside, outside_at, outside_bound
+from gateway.core.budget import AGE_FLOOR, DEFAULT_HALF_LIFE, FLOOR, OUTSIDE_MARGIN, RELEVANCE_POWER, Outside, outside_at, outside_bound
 from gateway.core.excerpt import ExcerptOption
 from gateway.core.pages import utc
 
-__all__ = ["POOL_SPARES", "PoolTable", "candidate_pool", "refreshed"]
+__all__ = ["POOL_SPARES", "PoolTable", "candidate_pool", "kept_table", "refreshed"]
 
 # How many times the most pages the budget can show are taken as candidates, in priority order, before all are
 # (see candidate_pool): most requests need only the first, a few (excerpts worth more than their page's priority) more.
@@ -74,8 +75,18 @@ def _frontier(worth: npt.NDArray[np.float64], cheapest: npt.NDArray[np.int64]) -
     return [Outside(float(worth[i]), int(cheapest[i])) for i in keep]
 
 
+def kept_table(derived: dict[Hashable, Any], roots: Sequence[str], manifests: Mapping[str, Manifest]) -> PoolTable:
+    """The :class:`PoolTable` of ``roots``, kept in ``derived`` (a thread version's ``ThreadSnapshot.derived``:
+    the manifests of a version's pages never change)."""
+    key = ("pool_table", tuple(roots))
+    table = derived.get(key)
+    if not isinstance(table, PoolTable):
+        table = derived[key] = PoolTable.of(roots, manifests)
+    return table
+
+
 def candidate_pool(
-    roots: Sequence[str],
+    table: PoolTable,
     manifests: Mapping[str, Manifest],
     relevance: Mapping[str, float],
     seen: Mapping[str, datetime],
@@ -84,9 +95,9 @@ def candidate_pool(
     excerpts: Mapping[str, tuple[float | None, tuple[ExcerptOption, ...], float]],
     must: set[str],
     spare: int = 1,
-    table: PoolTable | None = None,
 ) -> tuple[list[str], list[Outside]]:
-    """The top-level pages that become the budget's candidates, and the rest as :class:`Outside` pages.
+    """Of ``table``'s top-level pages (see :func:`kept_table`), those that become the budget's candidates, and the
+    rest as :class:`Outside` pages.
 
     The budget shows at most ``room`` // (the cheapest entry of any page) pages, so the candidates are that many
     plus one first in the fill's own order (priority, then newer, then id), and the pages in ``must`` (the model
@@ -94,8 +105,7 @@ def candidate_pool(
     their priority); the budget checks that none of the rest could have been shown (else the caller fits them
     all). A request then builds candidates for what the budget can show, not for the whole thread. ``spare``
     multiplies the number taken in priority order (the fill goes by value per token, not priority)."""
-    if table is None or table.roots != tuple(roots):
-        table = PoolTable.of(roots, manifests)
+    roots = table.roots
     if not roots or room <= 0:
         return list(roots), []
     # a page's age as timedelta.total_seconds() would give it (exact microseconds, divided once)
@@ -137,5 +147,5 @@ def candidate_pool(
         rest.append(outside_at(float(rank[i]), gain, least))
     if out.any():
         # outside_at, page by page
-        rest += _frontier(rank[out] ** RELEVANCE_POWER * table.gain[out] * (1 + 1e-9), table.cheapest[out])
+        rest += _frontier(rank[out] ** RELEVANCE_POWER * table.gain[out] * OUTSIDE_MARGIN, table.cheapest[out])
     return [r for r in roots if r in chosen], rest  # in conversation order, as the fit lists its views

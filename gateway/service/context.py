@@ -64,7 +64,7 @@ from gateway.core.excerpt import (
 from gateway.core.lexical import idf_weights, term_counts, terms
 from gateway.core.postings import Documents
 from gateway.core.scaffolding import Layout, compile_pins, decide, scaffolding_blocks
-from gateway.service.candidate_pool import POOL_SPARES, PoolTable, candidate_pool, refreshed
+from gateway.service.candidate_pool import POOL_SPARES, candidate_pool, kept_table, refreshed
 from gateway.service.page_tree import open_folded_kept, visible_tree
 from gateway.service.router import Router
 from gateway.service.split_cache import Split, SplitCache
@@ -437,13 +437,10 @@ class ContextBuilder:
         if explained is None:
             explained = self._explained[key] = instruction_costs(counter.count, names.consult, names.shelve, trace=key[3])
         background_overhead, flow_overhead = BACKGROUND_OVERHEAD + explained.background, explained.nodes
-        table_key = ("pool_table", tuple(flow.roots))
-        table = snapshot.derived.get(table_key)
-        if table is None:
-            table = snapshot.derived[table_key] = PoolTable.of(flow.roots, manifests)
+        table = kept_table(snapshot.derived, flow.roots, manifests)
         try:
             for spare in POOL_SPARES:
-                pool, rest = candidate_pool(flow.roots, manifests, relevance, seen, now, limit - fixed, excerpts, must, spare, table)
+                pool, rest = candidate_pool(table, manifests, relevance, seen, now, limit - fixed, excerpts, must, spare)
                 try:
                     fit = fit_rendered(
                         [candidate(r) for r in pool], fixed_tokens=fixed, budget=budget, now=now, measure=measure,
