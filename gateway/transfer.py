@@ -20,9 +20,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from gateway.adapters.store_keys import ThreadKey
 from gateway.bootstrap import background_for, open_services
 from gateway.config import GatewayConfig
-from gateway.service.chat import ChatService
 from gateway.service.chat_files import Conversation, export_line
 from gateway.service.importer import ImportProgress, Importer, ImportResult, export_messages
+from gateway.service.ingest import Ingestion
 
 __all__ = ["run_export", "run_import"]
 
@@ -55,8 +55,7 @@ async def _import(
     config: GatewayConfig, conversations: Sequence[Conversation], tenant: str, thread: str | None, wait: bool, console: Console
 ) -> ImportResult:
     async with open_services(config) as services:
-        builder = ChatService(services.upstream, services.store, config, services.embedder, services.consolidator).builder
-        importer = Importer(builder, services.consolidator)
+        importer = Importer(Ingestion(services.store, config.pcp, services.embedder), services.consolidator)
         with Progress(*_columns(), console=console, transient=False) as progress:
             task = progress.add_task("importing", total=None, pages=0, pending=0)
 

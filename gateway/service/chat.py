@@ -30,7 +30,8 @@ from gateway.core import TokenCounter, message_text, split_blocks
 from gateway.core.form import Form, choose_form
 from gateway.errors import StoreUnavailable
 from gateway.service.consolidator import Consolidator
-from gateway.service.context import SAVE_COMMAND, ContextBuilder, PagedContext
+from gateway.service.context import ContextBuilder, PagedContext
+from gateway.service.ingest import SAVE_COMMAND
 from gateway.service.identity import request_budget, request_time, thread_of
 from gateway.service.paged import PagedChat, pcp_headers
 from gateway.service.request import ChatRequest, RequestStats
@@ -210,8 +211,8 @@ class ChatService:
     async def _save(self, request: ChatRequest, thread: ThreadKey, now: datetime) -> tuple[str, dict[str, str]]:
         """`/save`: store what is finished and flush the thread's buffer into a consolidated page."""
         every = split_blocks(request.messages).blocks
-        blocks = [every[i] for i in self._builder.conversation(every)]
-        _, added = await self._builder.ingest(thread, blocks, now)
+        blocks = [every[i] for i in self._builder.history.conversation(every)]
+        _, added = await self._builder.history.ingest(thread, blocks, now)
         total = await self._store.page_count(thread)
         pages = f"{total} stored page{'s' if total != 1 else ''}"
         if self._consolidator is None:

@@ -1,10 +1,9 @@
-"""Ingest a request's history and build the first round's upstream messages (DESIGN §2 steps 2–9).
+"""The first round's upstream messages of a paged request (DESIGN §2 steps 5–9), once its history is stored
+(gateway.service.ingest).
 
-Sealed Logical Blocks become Original Pages (only the ones the store does not have yet
-are summarized and counted, so the cost of a request does not grow with what was
-already ingested). The candidate pool is the pages of this request's own history that
-the skeleton does not already show verbatim; the budget function decides each page's
-view, checked against the real rendering.
+The candidate pool is the pages of this request's own history that the skeleton does not already show verbatim;
+the router scores them for the query and the budget function decides each page's view, checked against the real
+rendering.
 """
 
 from __future__ import annotations
@@ -13,13 +12,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-import numpy as np
-
 from gateway.adapters.embedder import Embedder
-from gateway.adapters.manifests import Manifest, NewPage
+from gateway.adapters.manifests import Manifest
 from gateway.adapters.redis_store import RedisStore, ThreadKey, ThreadSnapshot
 from gateway.config import PcpSettings
 from gateway.core import (
@@ -45,8 +42,6 @@ from gateway.core import (
     message_text,
     nodes_from_state,
     normalize,
-    original_page,
-    page_id,
     render_context,
     shelve_schema,
     system_instructions,
@@ -55,23 +50,20 @@ from gateway.core import (
 from gateway.core.budget import BACKGROUND_OVERHEAD, PoolExceeded
 from gateway.core.tokens import REPLY_PRIMING
 from gateway.core.instructions import InstructionCosts, instruction_costs
-from gateway.core.original import kept_messages
 from gateway.core.rounds import ZoomNames
-from gateway.errors import ContextLengthExceeded, InvalidRequest
+from gateway.errors import ContextLengthExceeded
 from gateway.core.excerpt import (
-    ExcerptOption, Unit, excerpt_options, line_coverage, named_source, query_source, sentences, speaking_share, units_of,
+    ExcerptOption, Unit, excerpt_options, line_coverage, named_source, query_source, speaking_share, units_of,
 )  # fmt: skip
-from gateway.core.lexical import idf_weights, term_counts, terms
+from gateway.core.lexical import idf_weights, terms
 from gateway.core.postings import Documents
-from gateway.core.scaffolding import Layout, compile_pins, decide, scaffolding_blocks
 from gateway.service.candidate_pool import POOL_SPARES, candidate_pool, kept_table, refreshed
 from gateway.service.page_tree import open_folded_kept, visible_tree
 from gateway.service.router import Router
-from gateway.service.split_cache import Split, SplitCache
+from gateway.service.ingest import Ingestion
 
-__all__ = ["PagedContext", "ContextBuilder", "History", "SAVE_COMMAND", "zoom_names"]
+__all__ = ["PagedContext", "ContextBuilder", "zoom_names"]
 
-SAVE_COMMAND = "/save"
 CONTAINER_SHARE = 0.25  # a laid-open container's relevance: this share of its best page's
 # The exchanges before the last stay verbatim messages while the recent ones take at most this share of the
 # budget; longer ones (a burst of messages, a long code reply) are paged like the rest. The last stays whole.
@@ -106,20 +98,6 @@ class PagedContext:
     was_paged: bool = False  # whether a request of the thread went upstream paged before (gateway.core.form)
 
 
-@dataclass(frozen=True)
-class History:
-    """A request's messages as stored: its split, the scaffolding blocks, the positions of the conversation's
-    blocks (the ones paged), their page ids in order, the ids that were new, and what the request read of the
-    thread."""
-
-    split: Split
-    scaffold: frozenset[int]
-    keep: list[int]
-    ids: list[str]
-    added: list[str]
-    snapshot: ThreadSnapshot
-
-
 def zoom_names(client_tools: Sequence[Any]) -> ZoomNames:
     """`pcp_consult` / `pcp_shelve`, suffixed until no client tool has the same name."""
     taken = {
@@ -131,24 +109,6 @@ def zoom_names(client_tools: Sequence[Any]) -> ZoomNames:
         n += 1
         suffix = f"_{n}"
     return ZoomNames(consult=f"pcp_consult{suffix}", shelve=f"pcp_shelve{suffix}")
-
-
-def _asked_at(
-    blocks: Sequence[Block], ids: Sequence[str], missing: set[str], asked: tuple[str, float] | None, now: datetime
-) -> tuple[datetime, int]:
-    """When the new exchanges of a request were written: a client sends an exchange's question live, and the
-    exchange is stored by the next request, which may come days later. The exchange whose question an earlier
-    request recorded (`ThreadSnapshot.asked`) is dated by that request, and so are the new ones before it; returns
-    that time and the exchange's position (-1 when none: every new page takes ``now``). A message is known by
-    its text's content hash (`page_id`)."""
-    if asked is None or not missing:  # nothing new to date (a retry, a tool round): no walk over the history
-        return now, -1
-    asked_id, at = asked
-    for position in range(len(blocks) - 1, -1, -1):
-        if ids[position] in missing and blocks[position].anchor_text and page_id(blocks[position].anchor_text) == asked_id:
-            when = datetime.fromtimestamp(at, now.tzinfo)
-            return (when, position) if when < now else (now, -1)
-    return now, -1
 
 
 def _query(tail: Sequence[Mapping[str, Any]]) -> str:
@@ -210,6 +170,29 @@ class _TextCounts:
         return n
 
 
+class PageUnits:
+    """Per page, its excerpt units (gateway.core.excerpt) and its background line with the summary it was made
+    from: content never changes, so units are never stale; a summary the consolidator rewrites makes a new line.
+    Bounded to ``capacity`` pages, least recently used out."""
+
+    def __init__(self, capacity: int = UNIT_CACHE) -> None:
+        self._capacity = capacity
+        self._pages: OrderedDict[tuple[str, str], tuple[tuple[Unit, ...], str, str]] = OrderedDict()
+
+    def of(self, thread: ThreadKey, page: Page, counter: TokenCounter) -> tuple[tuple[Unit, ...], str]:
+        """A page's excerpt units and background line, computed the first time a request needs them."""
+        key = (thread.scope, page.id)
+        cached = self._pages.get(key)
+        if cached is None or cached[1] != page.summary:  # the consolidator may rewrite a summary: its line with it
+            cached = (units_of(page.content, counter.count) if cached is None else cached[0], page.summary, background_line(page))
+            self._pages[key] = cached
+            while len(self._pages) > self._capacity:
+                self._pages.popitem(last=False)
+        else:
+            self._pages.move_to_end(key)
+        return cached[0], cached[2]
+
+
 class ContextBuilder:
     """Builds a PagedContext for one request from the store and the pcp settings."""
 
@@ -224,111 +207,15 @@ class ContextBuilder:
     ) -> None:
         self._store = store
         self._router = router
-        self._embedder = embedder
         self._settings = settings
         self._counter_for = counter_for
         self._window_for = window_for
-        self._ingest_counter = TokenCounter()
-        self._splits = SplitCache()
-        # per page: its excerpt units (content is immutable: never stale), and its background line with the
-        # summary it was made from
-        self._units: OrderedDict[tuple[str, str], tuple[tuple[Unit, ...], str, str]] = OrderedDict()
+        self._units = PageUnits()
+        self.history = Ingestion(store, settings, embedder)  # what a request adds to its thread
         # excerpts' token counts per tokenizer: a page's excerpt of the same units recurs across questions
         self._excerpt_counts: dict[str, _TextCounts] = {}
         # what the instructions' lines cost, per tokenizer, tool names and trace: the same few on every request
         self._explained: dict[tuple[str, str, str, bool], InstructionCosts] = {}
-        self._pins = compile_pins(settings.pin)
-        self._preamble = compile_pins(settings.pin_preamble)
-
-    def conversation(self, blocks: Sequence[Block], scaffold: frozenset[int] | None = None) -> list[int]:
-        """Positions of the blocks that are conversation, the ones paged: not the client's scaffolding (found
-        with the config's pins unless given), not a `/save` command."""
-        if scaffold is None:
-            scaffold = scaffolding_blocks(blocks, self._pins, self._preamble)
-        return [i for i, b in enumerate(blocks) if i not in scaffold and b.anchor_text.strip() != SAVE_COMMAND]
-
-    async def _scaffolding(self, thread: ThreadKey, split: Split, snapshot: ThreadSnapshot, *, store: bool = True) -> frozenset[int]:
-        """The client's scaffolding among the request's blocks, by their layout next to the thread's previous
-        request's and by the config's pins (gateway.core.scaffolding); the layout is kept for the next request
-        (unless ``store`` is false: a preview changes nothing)."""
-        previous = Layout.loads(snapshot.layout)
-        decision = decide(split.blocks, split.ids, split.tail, previous, self._pins, self._preamble)
-        if store and decision.layout is not None and decision.layout != previous:
-            await self._store.save_layout(thread, decision.layout.dumps())
-        return decision.scaffold
-
-    async def ingest(
-        self,
-        thread: ThreadKey,
-        blocks: Sequence[Block],
-        now: datetime,
-        known_ids: Sequence[str] | None = None,
-        snapshot: ThreadSnapshot | None = None,
-    ) -> tuple[list[str], list[str]]:
-        """Store the blocks' pages that are new; return every block's page id in order, and the new ones. With
-        the request's ``snapshot`` (which read these ids), what is missing is known without asking the store,
-        and the pages stored are known to it as stored."""
-        ids = list(known_ids) if known_ids is not None else [page_id(block.text) for block in blocks]
-        missing = set(snapshot.missing(ids) if snapshot is not None else await self._store.missing(thread, ids))
-        fresh: dict[str, tuple[Page, Block]] = {}
-        count = self._ingest_counter.count
-        asked = _asked_at(blocks, ids, missing, snapshot.asked if snapshot is not None else None, now)
-        for position, (block, block_id) in enumerate(zip(blocks, ids)):
-            if block_id in missing and block_id not in fresh:
-                # pages sealed by one request share its time (the exchange a previous request asked, and those
-                # before it, that request's); a microsecond per position keeps them in conversation order wherever
-                # pages are sorted by time (rendering shows whole seconds)
-                moment = (asked[0] if position <= asked[1] else now) + timedelta(microseconds=position)
-                fresh[block_id] = (original_page(block, moment, count), block)
-        entries = list(fresh.values())
-        pages = [page for page, _ in entries]
-        # a page where others speak too gets a second embedding, of the user's own messages, and one per sentence
-        # of them when they are several: a question about the user is matched on them (gateway.service.router);
-        # a fact said in passing ("by the way, I just got a smoker") is averaged away in the message's embedding
-        own = [i for i, (_, block) in enumerate(entries)
-               if block.anchor_text and any(m.get("role") != "user" for m in block.messages)]
-        said = {i: split for i in own if len(split := sentences(entries[i][1].anchor_text)) > 1} if self._embedder else {}
-        texts = [p.content for p in pages] + [entries[i][1].anchor_text for i in own] + [t for i in said for t in said[i]]
-        vectors: list[Any] = list(await self._embedder.embed(texts)) if self._embedder and pages else [None] * len(texts)
-        user_vectors = dict(zip(own, vectors[len(pages):]))
-        sentence_vectors: dict[int, Any] = {}
-        at = len(pages) + len(own)
-        for i, split in said.items():
-            rows = vectors[at : at + len(split)]
-            at += len(split)
-            if all(row is not None for row in rows):
-                sentence_vectors[i] = np.vstack(rows)
-        new = [
-            NewPage.of(page, count, term_counts(page.content), vectors[i], block.anchor_text, kept_messages(block),
-                       user_vectors.get(i), sentence_vectors.get(i))
-            for i, (page, block) in enumerate(entries)
-        ]
-        added = await self._store.add_pages(thread, new, now.timestamp(), snapshot)
-        return ids, added
-
-    async def store_history(
-        self, thread: ThreadKey, messages: Sequence[Mapping[str, Any]], now: datetime, *, store: bool = True
-    ) -> History:
-        """Split a request's messages and store its conversation's sealed blocks as pages (what every paged
-        request does first; `pcp-gateway import` does only this). With ``store=False`` nothing is written, not
-        even the thread's split cache: the blocks and their ids only."""
-        try:
-            split = (self._splits if store else SplitCache(capacity=1)).split(thread.scope, messages)
-        except ValueError as exc:
-            raise InvalidRequest(str(exc), param="messages") from exc
-        # one read of the thread for the whole request: its layout, and the stored pages among the blocks
-        snapshot = await self._store.snapshot(thread, split.ids)
-        # the client's scaffolding stays verbatim in its place and is never a page; only the conversation is paged
-        scaffold = await self._scaffolding(thread, split, snapshot, store=store)
-        keep = self.conversation(split.blocks, scaffold)
-        known = [split.ids[i] for i in keep]
-        if not store:
-            return History(split, scaffold, keep, known, [], snapshot)
-        ids, added = await self.ingest(thread, [split.blocks[i] for i in keep], now, known, snapshot)
-        asking = "\n".join(message_text(m) for m in split.tail if m.get("role") == "user")
-        if asking and (snapshot.asked is None or snapshot.asked[0] != page_id(asking)):
-            await self._store.save_asked(thread, page_id(asking), now.timestamp())
-        return History(split, scaffold, keep, ids, added, snapshot)
 
     async def build(
         self,
@@ -342,10 +229,10 @@ class ContextBuilder:
         store: bool = True,
     ) -> PagedContext:
         """The first round's context; with ``store=False`` the thread is only read (a preview: no page is stored)."""
-        stored = await self.store_history(thread, messages, now, store=store)
+        counter = self._counter_for(model)
+        stored = await self.history.store_history(thread, messages, now, store=store)
         split, scaffold, keep, ids, added, snapshot = stored.split, stored.scaffold, stored.keep, stored.ids, stored.added, stored.snapshot
         blocks = [split.blocks[i] for i in keep]
-        counter = self._counter_for(model)
         query = _query(split.tail)
         scaffolding = [m for i in sorted(scaffold) for m in split.blocks[i].messages]
         tokens = _MessageTokens(counter)  # the request's own messages, counted once however often they are sent
@@ -611,18 +498,8 @@ class ContextBuilder:
     def _excerpts(
         self, thread: ThreadKey, page: Page, weights: Mapping[str, float], counter: TokenCounter, source: str | None
     ) -> tuple[float | None, tuple[ExcerptOption, ...], float]:
-        """A page's line coverage, excerpt options and speaking share (`speaking_share`) for this query; its units
-        are computed once per page."""
-        key = (thread.scope, page.id)
-        cached = self._units.get(key)
-        if cached is None or cached[1] != page.summary:  # the consolidator may rewrite a summary: its line with it
-            cached = (units_of(page.content, counter.count) if cached is None else cached[0], page.summary, background_line(page))
-            self._units[key] = cached
-            while len(self._units) > UNIT_CACHE:
-                self._units.popitem(last=False)
-        else:
-            self._units.move_to_end(key)
-        units, _, line = cached
+        """A page's line coverage, excerpt options and speaking share (`speaking_share`) for this query."""
+        units, line = self._units.of(thread, page, counter)
         if not units:
             return None, (), 1.0
         count = self._excerpt_counts.setdefault(counter.encoding_name, _TextCounts(counter)).count

@@ -2,7 +2,7 @@
 
 An imported conversation is stored exactly as the gateway would have stored it had a client sent it: one
 request per run of messages that share a time (a session), each carrying the whole history up to the run's
-end and dated at the run's time, through the request path's own ingestion (`ContextBuilder.store_history`:
+end and dated at the run's time, through the request path's own ingestion (`Ingestion.store_history`:
 the same block split, scaffolding rules, page ids, timestamps, embeddings and manifests), and a consolidation
 job queued after every request that stored pages, as a chat request queues one. Page ids hash the content, so
 importing the same file again stores nothing. Nothing is sent upstream; only the consolidation jobs may call
@@ -27,7 +27,7 @@ from gateway.adapters.store_keys import ThreadKey
 from gateway.core.original import page_messages, thread_messages
 from gateway.service.chat_files import Conversation
 from gateway.service.consolidator import Consolidator
-from gateway.service.context import ContextBuilder
+from gateway.service.ingest import Ingestion
 from gateway.service.identity import thread_of
 
 __all__ = ["ImportProgress", "ImportResult", "Importer", "Session", "export_messages", "sessions_of"]
@@ -73,8 +73,8 @@ class ImportResult:
 class Importer:
     """Stores conversations through the request path's ingestion and queues their consolidation."""
 
-    def __init__(self, builder: ContextBuilder, consolidator: Consolidator | None) -> None:
-        self._builder = builder
+    def __init__(self, history: Ingestion, consolidator: Consolidator | None) -> None:
+        self._history = history
         self._consolidator = consolidator
 
     def thread_key(self, conversation: Conversation, tenant: str, thread: str | None = None) -> ThreadKey:
@@ -99,7 +99,7 @@ class Importer:
                 result.threads.append(key)
             tail = 0
             for session in sessions:
-                stored = await self._builder.store_history(key, conversation.messages[: session.end], session.time)
+                stored = await self._history.store_history(key, conversation.messages[: session.end], session.time)
                 tail = len(stored.split.tail)
                 if stored.added and self._consolidator is not None:
                     await self._consolidator.pages_added(key)

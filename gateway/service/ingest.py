@@ -1,0 +1,166 @@
+"""Ingestion: a request's history split into Logical Blocks, the client's scaffolding told apart from the
+conversation, and the conversation's sealed blocks stored as Original Pages (DESIGN §2 steps 2–4).
+
+Only the pages the store does not have yet are made: summarized, counted, embedded and cut into excerpt units,
+so the cost of a request does not grow with what was already ingested. `pcp-gateway import` and `/save` do this
+alone; every paged request does it first (gateway.service.context).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from gateway.adapters.embedder import Embedder
+from gateway.adapters.manifests import NewPage
+from gateway.adapters.redis_store import RedisStore, ThreadKey, ThreadSnapshot
+from gateway.config import PcpSettings
+from gateway.core import Block, Page, TokenCounter, message_text, original_page, page_id
+from gateway.core.excerpt import sentences
+from gateway.core.lexical import term_counts
+from gateway.core.original import kept_messages
+from gateway.core.scaffolding import Layout, compile_pins, decide, scaffolding_blocks
+from gateway.errors import InvalidRequest
+from gateway.service.split_cache import Split, SplitCache
+
+__all__ = ["History", "Ingestion", "SAVE_COMMAND"]
+
+SAVE_COMMAND = "/save"
+
+
+@dataclass(frozen=True)
+class History:
+    """A request's messages as stored: its split, the scaffolding blocks, the positions of the conversation's
+    blocks (the ones paged), their page ids in order, the ids that were new, and what the request read of the
+    thread."""
+
+    split: Split
+    scaffold: frozenset[int]
+    keep: list[int]
+    ids: list[str]
+    added: list[str]
+    snapshot: ThreadSnapshot
+
+
+def _asked_at(
+    blocks: Sequence[Block], ids: Sequence[str], missing: set[str], asked: tuple[str, float] | None, now: datetime
+) -> tuple[datetime, int]:
+    """When the new exchanges of a request were written: a client sends an exchange's question live, and the
+    exchange is stored by the next request, which may come days later. The exchange whose question an earlier
+    request recorded (`ThreadSnapshot.asked`) is dated by that request, and so are the new ones before it; returns
+    that time and the exchange's position (-1 when none: every new page takes ``now``). A message is known by
+    its text's content hash (`page_id`)."""
+    if asked is None or not missing:  # nothing new to date (a retry, a tool round): no walk over the history
+        return now, -1
+    asked_id, at = asked
+    for position in range(len(blocks) - 1, -1, -1):
+        if ids[position] in missing and blocks[position].anchor_text and page_id(blocks[position].anchor_text) == asked_id:
+            when = datetime.fromtimestamp(at, now.tzinfo)
+            return (when, position) if when < now else (now, -1)
+    return now, -1
+
+
+class Ingestion:
+    """Stores what a request's history adds to its thread, with the config's pins for the client's scaffolding."""
+
+    def __init__(self, store: RedisStore, settings: PcpSettings, embedder: Embedder | None) -> None:
+        self._store = store
+        self._embedder = embedder
+        self._counter = TokenCounter()  # pages are counted with one tokenizer whatever model a request names
+        self._splits = SplitCache()
+        self._pins = compile_pins(settings.pin)
+        self._preamble = compile_pins(settings.pin_preamble)
+
+    def conversation(self, blocks: Sequence[Block], scaffold: frozenset[int] | None = None) -> list[int]:
+        """Positions of the blocks that are conversation, the ones paged: not the client's scaffolding (found
+        with the config's pins unless given), not a `/save` command."""
+        if scaffold is None:
+            scaffold = scaffolding_blocks(blocks, self._pins, self._preamble)
+        return [i for i, b in enumerate(blocks) if i not in scaffold and b.anchor_text.strip() != SAVE_COMMAND]
+
+    async def _scaffolding(self, thread: ThreadKey, split: Split, snapshot: ThreadSnapshot, *, store: bool = True) -> frozenset[int]:
+        """The client's scaffolding among the request's blocks, by their layout next to the thread's previous
+        request's and by the config's pins (gateway.core.scaffolding); the layout is kept for the next request
+        (unless ``store`` is false: a preview changes nothing)."""
+        previous = Layout.loads(snapshot.layout)
+        decision = decide(split.blocks, split.ids, split.tail, previous, self._pins, self._preamble)
+        if store and decision.layout is not None and decision.layout != previous:
+            await self._store.save_layout(thread, decision.layout.dumps())
+        return decision.scaffold
+
+    async def ingest(
+        self,
+        thread: ThreadKey,
+        blocks: Sequence[Block],
+        now: datetime,
+        known_ids: Sequence[str] | None = None,
+        snapshot: ThreadSnapshot | None = None,
+    ) -> tuple[list[str], list[str]]:
+        """Store the blocks' pages that are new; return every block's page id in order, and the new ones. With
+        the request's ``snapshot`` (which read these ids), what is missing is known without asking the store,
+        and the pages stored are known to it as stored."""
+        ids = list(known_ids) if known_ids is not None else [page_id(block.text) for block in blocks]
+        missing = set(snapshot.missing(ids) if snapshot is not None else await self._store.missing(thread, ids))
+        fresh: dict[str, tuple[Page, Block]] = {}
+        count = self._counter.count
+        asked = _asked_at(blocks, ids, missing, snapshot.asked if snapshot is not None else None, now)
+        for position, (block, block_id) in enumerate(zip(blocks, ids)):
+            if block_id in missing and block_id not in fresh:
+                # pages sealed by one request share its time (the exchange a previous request asked, and those
+                # before it, that request's); a microsecond per position keeps them in conversation order wherever
+                # pages are sorted by time (rendering shows whole seconds)
+                moment = (asked[0] if position <= asked[1] else now) + timedelta(microseconds=position)
+                fresh[block_id] = (original_page(block, moment, count), block)
+        entries = list(fresh.values())
+        pages = [page for page, _ in entries]
+        # a page where others speak too gets a second embedding, of the user's own messages, and one per sentence
+        # of them when they are several: a question about the user is matched on them (gateway.service.router);
+        # a fact said in passing ("by the way, I just got a smoker") is averaged away in the message's embedding
+        own = [i for i, (_, block) in enumerate(entries)
+               if block.anchor_text and any(m.get("role") != "user" for m in block.messages)]
+        said = {i: split for i in own if len(split := sentences(entries[i][1].anchor_text)) > 1} if self._embedder else {}
+        texts = [p.content for p in pages] + [entries[i][1].anchor_text for i in own] + [t for i in said for t in said[i]]
+        vectors: list[Any] = list(await self._embedder.embed(texts)) if self._embedder and pages else [None] * len(texts)
+        user_vectors = dict(zip(own, vectors[len(pages):]))
+        sentence_vectors: dict[int, Any] = {}
+        at = len(pages) + len(own)
+        for i, split in said.items():
+            rows = vectors[at : at + len(split)]
+            at += len(split)
+            if all(row is not None for row in rows):
+                sentence_vectors[i] = np.vstack(rows)
+        new = [
+            NewPage.of(page, count, term_counts(page.content), vectors[i], block.anchor_text, kept_messages(block),
+                       user_vectors.get(i), sentence_vectors.get(i))
+            for i, (page, block) in enumerate(entries)
+        ]
+        added = await self._store.add_pages(thread, new, now.timestamp(), snapshot)
+        return ids, added
+
+    async def store_history(
+        self, thread: ThreadKey, messages: Sequence[Mapping[str, Any]], now: datetime, *, store: bool = True
+    ) -> History:
+        """Split a request's messages and store its conversation's sealed blocks as pages (what every paged
+        request does first; `pcp-gateway import` does only this). With ``store=False`` nothing is written, not
+        even the thread's split cache: the blocks and their ids only."""
+        try:
+            split = (self._splits if store else SplitCache(capacity=1)).split(thread.scope, messages)
+        except ValueError as exc:
+            raise InvalidRequest(str(exc), param="messages") from exc
+        # one read of the thread for the whole request: its layout, and the stored pages among the blocks
+        snapshot = await self._store.snapshot(thread, split.ids)
+        # the client's scaffolding stays verbatim in its place and is never a page; only the conversation is paged
+        scaffold = await self._scaffolding(thread, split, snapshot, store=store)
+        keep = self.conversation(split.blocks, scaffold)
+        known = [split.ids[i] for i in keep]
+        if not store:
+            return History(split, scaffold, keep, known, [], snapshot)
+        ids, added = await self.ingest(thread, [split.blocks[i] for i in keep], now, known, snapshot)
+        asking = "\n".join(message_text(m) for m in split.tail if m.get("role") == "user")
+        if asking and (snapshot.asked is None or snapshot.asked[0] != page_id(asking)):
+            await self._store.save_asked(thread, page_id(asking), now.timestamp())
+        return History(split, scaffold, keep, ids, added, snapshot)
