@@ -10,6 +10,8 @@ question each request):
 - ``pass-through``: the gateway with ``X-PCP-Mode: off``;
 - ``paged``: the gateway with paging on (``pcp.budget_tokens`` 2000, the paged form always), after the thread
   was ingested and its background work settled (the steady state: nothing new to ingest);
+- ``refused``: the same gateway reading each body whole and refusing it (a model it does not serve): receiving
+  and parsing the thread before any work on it, the floor of what a request costs at that length;
 - with ``--baseline REF``: the gateway of another commit (``git archive``), pass-through and paged, started
   next to the current one so that before and after are measured in the same run, interleaved.
 
@@ -66,6 +68,8 @@ VENVS = ROOT / ".bench-venvs"
 MODEL = "fake-model"
 CONCURRENCY = 32
 PROXY = "litellm-proxy"
+REFUSED = "refused"  # the gateway reading each body and refusing it: see the module docstring
+UNSERVED = "no-such-model"
 PROXY_KEY = "sk-bench-overhead-0123456789abcdef"
 
 
@@ -286,11 +290,11 @@ class Cell:
     errors: int = 0
 
 
-def bodies(turns: int, start: int, count: int, stream: bool) -> list[bytes]:
+def bodies(turns: int, start: int, count: int, stream: bool, model: str = MODEL) -> list[bytes]:
     base = history(turns)
     out = []
     for i in range(start, start + count):
-        body: dict[str, Any] = {"model": MODEL, "messages": base + [question(i)]}
+        body: dict[str, Any] = {"model": model, "messages": base + [question(i)]}
         if stream:
             body["stream"] = True
         out.append(json.dumps(body).encode())
@@ -313,6 +317,22 @@ def sequential(client: httpx.Client, url: str, headers: dict[str, str], payloads
         t0 = time.perf_counter()
         _check(client.post(url, content=payload, headers=headers))
         walls.append(time.perf_counter() - t0)
+        if time.monotonic() - started > limit_s:
+            break
+    return walls
+
+
+def refusals(client: httpx.Client, url: str, headers: dict[str, str], payloads: Sequence[bytes],
+             limit_s: float) -> list[float]:
+    """Wall seconds of each request the gateway refuses after reading it (404: a model it does not serve)."""
+    walls = []
+    started = time.monotonic()
+    for payload in payloads:
+        t0 = time.perf_counter()
+        response = client.post(url, content=payload, headers=headers)
+        walls.append(time.perf_counter() - t0)
+        if response.status_code != 404:
+            raise RuntimeError(f"expected 404 for an unknown model, got HTTP {response.status_code}: {response.text[:300]}")
         if time.monotonic() - started > limit_s:
             break
     return walls
@@ -400,6 +420,25 @@ class Runner:
     def _headers(self, server: Server, turns: int) -> dict[str, str]:
         return {"authorization": "Bearer bench-key", **server.headers, "x-pcp-thread": f"overhead-{server.name}-{turns}"}
 
+    def refused(self, server: Server, turns: int) -> Cell:
+        """``REFUSED`` on ``server``: sequential bodies of ``turns`` turns that name a model it does not serve."""
+        url = server.url + "/chat/completions"
+        self.counter += self.plan.requests
+        payloads = bodies(turns, self.counter - self.plan.requests, self.plan.requests, False, model=UNSERVED)
+        refusals(self.client, url, self._headers(server, turns), payloads[:1], 60)  # warm-up
+        cell = Cell(REFUSED, turns)
+        cpu0 = group_cpu(server.proc)
+        t0 = time.perf_counter()
+        walls = refusals(self.client, url, self._headers(server, turns), payloads, self.plan.phase_limit_s)
+        elapsed = time.perf_counter() - t0
+        time.sleep(0.2)
+        cell.cpu_ms = (group_cpu(server.proc) - cpu0) * 1000 / len(walls)
+        cell.requests = len(walls)
+        cell.p50_ms, cell.p95_ms = quantile(walls, 0.5) * 1000, quantile(walls, 0.95) * 1000
+        cell.rps_1 = len(walls) / elapsed
+        cell.rss_mb = group_rss_mb(server.proc)
+        return cell
+
     def cell(self, server: Server, turns: int) -> Cell:
         plan = self.plan
         url = server.url + "/chat/completions"
@@ -470,8 +509,8 @@ def row_values(cell: Cell, proxy: dict[int, Cell]) -> list[str]:
     base = proxy.get(cell.turns)
     return [cell.target, str(cell.turns), str(cell.requests), f"{cell.cpu_ms:.1f}",
             ratio(cell.cpu_ms, base.cpu_ms if base else None), f"{cell.p50_ms:.1f}", f"{cell.p95_ms:.1f}",
-            f"{cell.rps_1:.1f}", f"{cell.rps_32:.1f}" + (f" ({cell.errors} failed)" if cell.errors else ""),
-            f"{cell.ttft_ms:.1f}", f"{cell.rss_mb:.0f}"]
+            f"{cell.rps_1:.1f}", "—" if cell.target == REFUSED else f"{cell.rps_32:.1f}" + (f" ({cell.errors} failed)" if cell.errors else ""),
+            "—" if cell.target == REFUSED else f"{cell.ttft_ms:.1f}", f"{cell.rss_mb:.0f}"]
 
 
 def text_table(cells: Sequence[Cell]) -> str:
@@ -509,6 +548,10 @@ def verdicts(cells: Sequence[Cell]) -> list[str]:
         lo, hi = paged_turns[0], paged_turns[-1]
         if hi != lo:
             compare(f"paged at {hi} turns ≤ 1.2 × paged at {lo}", by.get(("paged", hi)), by.get(("paged", lo)), 1.2)
+            low, high, floor_lo, floor_hi = (by.get(key) for key in (("paged", lo), ("paged", hi), (REFUSED, lo), (REFUSED, hi)))
+            if low and high and floor_lo and floor_hi:
+                out.append(f"paged grows by {high.cpu_ms - low.cpu_ms:+.1f} ms from {lo} to {hi} turns; reading and "
+                           f"parsing the body alone grows by {floor_hi.cpu_ms - floor_lo.cpu_ms:+.1f} ms (refused)")
         compare(f"paged at {lo} turns ≤ proxy at {lo}", by.get(("paged", lo)), by.get((PROXY, lo)))
     for turns in sorted({c.turns for c in cells}):
         a, d = by.get(("pass-through", turns)), by.get(("direct", turns))
@@ -531,6 +574,8 @@ def plot(cells: Sequence[Cell], path: Path) -> None:
               ("requests/s at concurrency 32", lambda c: c.rps_32))
     for ax, (title, value) in zip(axes, panels):
         for target in targets:
+            if target == REFUSED and title.startswith("requests/s"):
+                continue  # measured sequentially only
             mine = sorted((c for c in cells if c.target == target), key=lambda c: c.turns)
             ax.plot([c.turns for c in mine], [value(c) for c in mine], marker="o", label=target)
         ax.set_title(title)
@@ -579,8 +624,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2, help="warm-up requests per cell (default 2)")
     parser.add_argument("--phase-limit", type=float, default=30.0, help="seconds after which a phase stops early (default 30)")
     parser.add_argument("--quick", action="store_true", help="5 sequential, 3 streamed, 32 concurrent requests, 1 warm-up")
-    parser.add_argument("--targets", default="direct,litellm-proxy,pass-through,paged",
-                        help="which of direct,litellm-proxy,pass-through,paged to run (default: all)")
+    parser.add_argument("--targets", default="direct,litellm-proxy,pass-through,paged,refused",
+                        help="which of direct,litellm-proxy,pass-through,paged,refused to run (default: all)")
     parser.add_argument("--baseline", metavar="REF", help="also run the gateway of this git ref, interleaved with the current one")
     parser.add_argument("--baseline-targets", default="pass-through",
                         help="which of pass-through,paged to run at --baseline (default pass-through)")
@@ -632,10 +677,14 @@ def main(argv: list[str] | None = None) -> int:
                 f"requests per cell; start-up took {time.monotonic() - started:.0f}s")
             memory_rows = memory(workdir, upstream.url, max(turns)) if args.memory else []
             runner = Runner(plan)
+            gateways = [s for s in servers if s.name in ("paged", "pass-through")]  # this commit's, not the baseline's
             for t in turns:
                 for server in servers:
                     runner.prepare(server, t)
                     cells.append(runner.cell(server, t))
+                    log(text_table(cells[-1:]).splitlines()[-1])
+                if REFUSED in targets and gateways:
+                    cells.append(runner.refused(gateways[-1], t))
                     log(text_table(cells[-1:]).splitlines()[-1])
         except KeyboardInterrupt:
             log("interrupted; stopping every process this run started")
