@@ -509,8 +509,9 @@ def row_values(cell: Cell, proxy: dict[int, Cell]) -> list[str]:
     base = proxy.get(cell.turns)
     return [cell.target, str(cell.turns), str(cell.requests), f"{cell.cpu_ms:.1f}",
             ratio(cell.cpu_ms, base.cpu_ms if base else None), f"{cell.p50_ms:.1f}", f"{cell.p95_ms:.1f}",
-            f"{cell.rps_1:.1f}", "—" if cell.target == REFUSED else f"{cell.rps_32:.1f}" + (f" ({cell.errors} failed)" if cell.errors else ""),
-            "—" if cell.target == REFUSED else f"{cell.ttft_ms:.1f}", f"{cell.rss_mb:.0f}"]
+            f"{cell.rps_1:.1f}", *(("—", "—") if cell.target == REFUSED else  # measured sequentially only
+                                   (f"{cell.rps_32:.1f}" + (f" ({cell.errors} failed)" if cell.errors else ""), f"{cell.ttft_ms:.1f}")),
+            f"{cell.rss_mb:.0f}"]
 
 
 def text_table(cells: Sequence[Cell]) -> str:

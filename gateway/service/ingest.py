@@ -1,7 +1,7 @@
 """Ingestion: a request's history split into Logical Blocks, the client's scaffolding told apart from the
 conversation, and the conversation's sealed blocks stored as Original Pages (DESIGN §2 steps 2–4).
 
-Only the pages the store does not have yet are made: summarized, counted, embedded and cut into excerpt units,
+Only the pages the store does not have yet are made: summarized, counted and embedded,
 so the cost of a request does not grow with what was already ingested. `pcp-gateway import` and `/save` do this
 alone; every paged request does it first (gateway.service.context).
 """
