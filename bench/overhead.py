@@ -43,7 +43,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -309,30 +309,20 @@ def _check(response: httpx.Response) -> None:
         raise RuntimeError(f"unexpected reply {text!r}")
 
 
+def _refused(response: httpx.Response) -> None:
+    if response.status_code != 404:
+        raise RuntimeError(f"expected 404 for a model the gateway does not serve, got HTTP {response.status_code}: {response.text[:300]}")
+
+
 def sequential(client: httpx.Client, url: str, headers: dict[str, str], payloads: Sequence[bytes],
-               limit_s: float) -> list[float]:
-    walls = []
-    started = time.monotonic()
-    for payload in payloads:
-        t0 = time.perf_counter()
-        _check(client.post(url, content=payload, headers=headers))
-        walls.append(time.perf_counter() - t0)
-        if time.monotonic() - started > limit_s:
-            break
-    return walls
-
-
-def refusals(client: httpx.Client, url: str, headers: dict[str, str], payloads: Sequence[bytes],
-             limit_s: float) -> list[float]:
-    """Wall seconds of each request the gateway refuses after reading it (404: a model it does not serve)."""
+               limit_s: float, check: Callable[[httpx.Response], None] = _check) -> list[float]:
     walls = []
     started = time.monotonic()
     for payload in payloads:
         t0 = time.perf_counter()
         response = client.post(url, content=payload, headers=headers)
         walls.append(time.perf_counter() - t0)
-        if response.status_code != 404:
-            raise RuntimeError(f"expected 404 for an unknown model, got HTTP {response.status_code}: {response.text[:300]}")
+        check(response)
         if time.monotonic() - started > limit_s:
             break
     return walls
@@ -422,22 +412,26 @@ class Runner:
 
     def refused(self, server: Server, turns: int) -> Cell:
         """``REFUSED`` on ``server``: sequential bodies of ``turns`` turns that name a model it does not serve."""
-        url = server.url + "/chat/completions"
-        self.counter += self.plan.requests
-        payloads = bodies(turns, self.counter - self.plan.requests, self.plan.requests, False, model=UNSERVED)
-        refusals(self.client, url, self._headers(server, turns), payloads[:1], 60)  # warm-up
+        url, headers = server.url + "/chat/completions", self._headers(server, turns)
+        self.counter += self.plan.requests + 1
+        payloads = bodies(turns, self.counter - self.plan.requests - 1, self.plan.requests + 1, False, UNSERVED)
+        sequential(self.client, url, headers, payloads[:1], 60, _refused)  # warm-up
         cell = Cell(REFUSED, turns)
+        self._time(cell, server, lambda: sequential(self.client, url, headers, payloads[1:], self.plan.phase_limit_s, _refused))
+        cell.rss_mb = group_rss_mb(server.proc)
+        return cell
+
+    def _time(self, cell: Cell, server: Server, run: Callable[[], list[float]]) -> None:
+        """CPU per request, latency and requests/s of sequential requests, into ``cell``."""
         cpu0 = group_cpu(server.proc)
         t0 = time.perf_counter()
-        walls = refusals(self.client, url, self._headers(server, turns), payloads, self.plan.phase_limit_s)
+        walls = run()
         elapsed = time.perf_counter() - t0
-        time.sleep(0.2)
+        time.sleep(0.2)  # deferred per-request work (callbacks, logging) counts too
         cell.cpu_ms = (group_cpu(server.proc) - cpu0) * 1000 / len(walls)
         cell.requests = len(walls)
         cell.p50_ms, cell.p95_ms = quantile(walls, 0.5) * 1000, quantile(walls, 0.95) * 1000
         cell.rps_1 = len(walls) / elapsed
-        cell.rss_mb = group_rss_mb(server.proc)
-        return cell
 
     def cell(self, server: Server, turns: int) -> Cell:
         plan = self.plan
@@ -445,16 +439,7 @@ class Runner:
         headers = self._headers(server, turns)
         cell = Cell(server.name, turns)
         payloads = self._payloads(turns, plan.requests)
-        proc = server.proc
-        cpu0 = group_cpu(proc)
-        t0 = time.perf_counter()
-        walls = sequential(self.client, url, headers, payloads, plan.phase_limit_s)
-        elapsed = time.perf_counter() - t0
-        time.sleep(0.2)  # deferred per-request work (callbacks, logging) counts too
-        cell.cpu_ms = (group_cpu(proc) - cpu0) * 1000 / len(walls)
-        cell.requests = len(walls)
-        cell.p50_ms, cell.p95_ms = quantile(walls, 0.5) * 1000, quantile(walls, 0.95) * 1000
-        cell.rps_1 = len(walls) / elapsed
+        self._time(cell, server, lambda: sequential(self.client, url, headers, payloads, plan.phase_limit_s))
         if plan.stream_requests:
             ttft = first_token(self.client, url, headers, self._payloads(turns, plan.stream_requests, stream=True),
                                plan.phase_limit_s)
@@ -463,7 +448,7 @@ class Runner:
             done, failed, seconds = asyncio.run(_concurrent(url, headers, self._payloads(turns, plan.concurrent_requests),
                                                             plan.phase_limit_s))
             cell.rps_32, cell.errors = done / seconds, failed
-        cell.rss_mb = group_rss_mb(proc)
+        cell.rss_mb = group_rss_mb(server.proc)
         return cell
 
 
