@@ -9,9 +9,8 @@ rendering.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -26,17 +25,14 @@ from gateway.core import (
     Excerpt,
     FitResult,
     LineHolds,
-    Page,
     PageTree,
     RenderInput,
     Step,
     TokenCounter,
     View,
     ViewState,
-    background_line,
     background_lines,
     consult_schema,
-    excerpt_entry,
     lead_text,
     fit_rendered,
     message_text,
@@ -52,15 +48,14 @@ from gateway.core.tokens import REPLY_PRIMING
 from gateway.core.instructions import InstructionCosts, instruction_costs
 from gateway.core.rounds import ZoomNames
 from gateway.errors import ContextLengthExceeded
-from gateway.core.excerpt import (
-    ExcerptOption, Unit, excerpt_options, line_coverage, named_source, query_source, speaking_share, units_of,
-)  # fmt: skip
+from gateway.core.excerpt import ExcerptOption, named_source, query_source
 from gateway.core.lexical import idf_weights, terms
 from gateway.core.postings import Documents
 from gateway.service.candidate_pool import POOL_SPARES, candidate_pool, kept_table, refreshed
 from gateway.service.page_tree import open_folded_kept, visible_tree
 from gateway.service.router import Router
 from gateway.service.ingest import Ingestion
+from gateway.service.page_excerpts import PageExcerpts
 
 __all__ = ["PagedContext", "ContextBuilder", "zoom_names"]
 
@@ -70,8 +65,6 @@ CONTAINER_SHARE = 0.25  # a laid-open container's relevance: this share of its b
 RECENT_SHARE = 0.25
 QUERY_CHARS = 500  # a longer live message is named in <Query> by its lead: the message itself follows, verbatim
 SKELETON_TOKENS = 65  # the PagedContext's tags and clock around the instructions and the query (cl100k, measured)
-EXCERPT_COUNTS = 4096  # excerpt texts whose token counts are kept, per tokenizer (a few MB at most)
-UNIT_CACHE = 4096  # pages whose excerpt units and background line are kept in memory
 
 
 @dataclass(frozen=True)
@@ -151,48 +144,6 @@ class _MessageTokens:
         return total
 
 
-class _TextCounts:
-    """``TokenCounter.count`` of texts that recur (excerpts), kept by text: bounded, least recently used out."""
-
-    def __init__(self, counter: TokenCounter, capacity: int = EXCERPT_COUNTS) -> None:
-        self._counter = counter
-        self._capacity = capacity
-        self._counts: OrderedDict[str, int] = OrderedDict()
-
-    def count(self, text: str) -> int:
-        n = self._counts.get(text)
-        if n is None:
-            n = self._counts[text] = self._counter.count(text)
-            if len(self._counts) > self._capacity:
-                self._counts.popitem(last=False)
-        else:
-            self._counts.move_to_end(text)
-        return n
-
-
-class PageUnits:
-    """Per page, its excerpt units (gateway.core.excerpt) and its background line with the summary it was made
-    from: content never changes, so units are never stale; a summary the consolidator rewrites makes a new line.
-    Bounded to ``capacity`` pages, least recently used out."""
-
-    def __init__(self, capacity: int = UNIT_CACHE) -> None:
-        self._capacity = capacity
-        self._pages: OrderedDict[tuple[str, str], tuple[tuple[Unit, ...], str, str]] = OrderedDict()
-
-    def of(self, thread: ThreadKey, page: Page, counter: TokenCounter) -> tuple[tuple[Unit, ...], str]:
-        """A page's excerpt units and background line, computed the first time a request needs them."""
-        key = (thread.scope, page.id)
-        cached = self._pages.get(key)
-        if cached is None or cached[1] != page.summary:  # the consolidator may rewrite a summary: its line with it
-            cached = (units_of(page.content, counter.count) if cached is None else cached[0], page.summary, background_line(page))
-            self._pages[key] = cached
-            while len(self._pages) > self._capacity:
-                self._pages.popitem(last=False)
-        else:
-            self._pages.move_to_end(key)
-        return cached[0], cached[2]
-
-
 class ContextBuilder:
     """Builds a PagedContext for one request from the store and the pcp settings."""
 
@@ -210,10 +161,8 @@ class ContextBuilder:
         self._settings = settings
         self._counter_for = counter_for
         self._window_for = window_for
-        self._units = PageUnits()
         self.history = Ingestion(store, settings, embedder)  # what a request adds to its thread
-        # excerpts' token counts per tokenizer: a page's excerpt of the same units recurs across questions
-        self._excerpt_counts: dict[str, _TextCounts] = {}
+        self._excerpts = PageExcerpts()
         # what the instructions' lines cost, per tokenizer, tool names and trace: the same few on every request
         self._explained: dict[tuple[str, str, str, bool], InstructionCosts] = {}
 
@@ -271,7 +220,7 @@ class ContextBuilder:
             source = self._named(query, snapshot, documents)
             named = source is not None
         excerpts = {
-            i: self._excerpts(thread, pages[i], weights, counter, source)
+            i: self._excerpts.of(thread, pages[i], weights, counter, source)
             for i in full
             # a question about a named participant is held by their messages: a line then shows twice what it holds
             if i in pages and (named or manifests[i].line is not LineHolds.CONTENT)
@@ -494,16 +443,3 @@ class ContextBuilder:
         """The `pcp.shortlist` best-matching top-level pages: they may be excerpted or shown in Detail."""
         scored = [r for r in flow.roots if r not in folded and relevance.get(r, 0.0) > 0]
         return set(sorted(scored, key=lambda r: -relevance[r])[: self._settings.shortlist])
-
-    def _excerpts(
-        self, thread: ThreadKey, page: Page, weights: Mapping[str, float], counter: TokenCounter, source: str | None
-    ) -> tuple[float | None, tuple[ExcerptOption, ...], float]:
-        """A page's line coverage, excerpt options and speaking share (`speaking_share`) for this query."""
-        units, line = self._units.of(thread, page, counter)
-        if not units:
-            return None, (), 1.0
-        count = self._excerpt_counts.setdefault(counter.encoding_name, _TextCounts(counter)).count
-        entry = count(excerpt_entry(page.id, ""))
-        options = excerpt_options(units, weights, count, source)
-        shifted = tuple(replace(option, tokens=option.tokens + entry) for option in options)
-        return line_coverage(units, weights, line, source), shifted, speaking_share(units, source)

@@ -1,0 +1,77 @@
+"""A page's excerpts for one query (gateway.core.excerpt), with what recurs across queries kept in memory.
+
+A page's units (its messages, lines or sentences, each counted and with its terms) and its background line are
+functions of its content and summary: they are cut once per page and kept. An excerpt's token count is a function
+of its text, and the same excerpts of a page recur across questions: counts are kept per tokenizer, by text.
+Both are bounded, least recently used out.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import replace
+
+from gateway.adapters.store_keys import ThreadKey
+from gateway.core import Page, TokenCounter, background_line, excerpt_entry
+from gateway.core.excerpt import ExcerptOption, Unit, excerpt_options, line_coverage, speaking_share, units_of
+
+__all__ = ["PageExcerpts"]
+
+EXCERPT_COUNTS = 4096  # excerpt texts whose token counts are kept, per tokenizer (a few MB at most)
+UNIT_CACHE = 4096  # pages whose excerpt units and background line are kept in memory
+
+
+class _TextCounts:
+    """``TokenCounter.count`` of texts that recur (excerpts), kept by text: bounded, least recently used out."""
+
+    def __init__(self, counter: TokenCounter, capacity: int = EXCERPT_COUNTS) -> None:
+        self._counter = counter
+        self._capacity = capacity
+        self._counts: OrderedDict[str, int] = OrderedDict()
+
+    def count(self, text: str) -> int:
+        n = self._counts.get(text)
+        if n is None:
+            n = self._counts[text] = self._counter.count(text)
+            if len(self._counts) > self._capacity:
+                self._counts.popitem(last=False)
+        else:
+            self._counts.move_to_end(text)
+        return n
+
+
+class PageExcerpts:
+    """The excerpts of pages for queries, cutting each page into units once."""
+
+    def __init__(self, capacity: int = UNIT_CACHE) -> None:
+        self._capacity = capacity
+        # per page: its units (content never changes), and its background line with the summary it was made from
+        self._pages: OrderedDict[tuple[str, str], tuple[tuple[Unit, ...], str, str]] = OrderedDict()
+        self._counts: dict[str, _TextCounts] = {}
+
+    def _units(self, thread: ThreadKey, page: Page, counter: TokenCounter) -> tuple[tuple[Unit, ...], str]:
+        key = (thread.scope, page.id)
+        cached = self._pages.get(key)
+        if cached is None or cached[1] != page.summary:  # the consolidator may rewrite a summary: its line with it
+            cached = (units_of(page.content, counter.count) if cached is None else cached[0], page.summary, background_line(page))
+            self._pages[key] = cached
+            while len(self._pages) > self._capacity:
+                self._pages.popitem(last=False)
+        else:
+            self._pages.move_to_end(key)
+        return cached[0], cached[2]
+
+    def of(
+        self, thread: ThreadKey, page: Page, weights: Mapping[str, float], counter: TokenCounter, source: str | None
+    ) -> tuple[float | None, tuple[ExcerptOption, ...], float]:
+        """A page's line coverage, excerpt options (their tokens include the entry's) and speaking share
+        (`speaking_share`) for a query whose terms weigh ``weights``; ``source``: see `query_source`."""
+        units, line = self._units(thread, page, counter)
+        if not units:
+            return None, (), 1.0
+        count = self._counts.setdefault(counter.encoding_name, _TextCounts(counter)).count
+        entry = count(excerpt_entry(page.id, ""))
+        options = excerpt_options(units, weights, count, source)
+        shifted = tuple(replace(option, tokens=option.tokens + entry) for option in options)
+        return line_coverage(units, weights, line, source), shifted, speaking_share(units, source)
