@@ -142,12 +142,12 @@ def build_router(config: GatewayConfig) -> Router:
     return Router(model_list=model_list, **config.router_options)
 
 
-
 def check_router(config: GatewayConfig) -> None:
     """Let litellm's Router judge the config's router settings (it raises TypeError or ValueError), then let the
     Router go: a Router hooks its usage callbacks into litellm's global lists, and one left behind would run
     them after every call of the gateway's own Router (deep copies of the deployment's model info included)."""
     build_router(config).discard()  # type: ignore[no-untyped-call]
+
 
 HTTP_HANDLER_SWITCH = "EXPERIMENTAL_OPENAI_BASE_LLM_HTTP_HANDLER"
 # what only the OpenAI SDK sends (as the OpenAI-Organization / OpenAI-Project headers); litellm's handler does not

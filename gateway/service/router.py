@@ -113,7 +113,7 @@ class VectorCache:
 @dataclass(frozen=True)
 class _Aligned:
     """A thread's page vectors in page order, stacked once: one matrix product scores them all against a
-    query. A page with the user's sentences embedded too (gateway.service.context.ingest) has several rows
+    query. A page with the user's sentences embedded too (gateway.service.ingest) has several rows
     and matches on the best of them; a page without a vector scores 0."""
 
     ids: tuple[str, ...]
