@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -27,15 +26,16 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from gateway.adapters.manifests import (
-    Manifest, NewPage, decode_vector, encode_vector, manifest_json, parse_manifest, sentences_vector_field, user_vector_field,
+    Manifest, NewPage, decode_vector, encode_vector, manifest_json, sentences_vector_field, user_vector_field,
 )  # fmt: skip
 from gateway.adapters.store_keys import ThreadKey, ThreadKeys, tenant_threads_key, threads_key
+from gateway.adapters.thread_cache import KnownPages, ManifestCache, PageCache
 from gateway.core import Page, Step, View
 from gateway.core.postings import Postings
 from gateway.errors import StoreUnavailable
 
 __all__ = [
-    "open_redis", "RedisStore", "ThreadKey", "ThreadEntry", "ThreadSnapshot", "PageCache", "new_version", "store_errors",
+    "open_redis", "RedisStore", "ThreadKey", "ThreadEntry", "ThreadSnapshot", "new_version", "store_errors",
 ]  # fmt: skip
 
 log = logging.getLogger("gateway.store")
@@ -57,6 +57,8 @@ def open_redis(url: str, *, cluster: bool = False) -> RedisClient:
 
 
 DERIVED_KEPT = 8  # values a thread's version keeps for the request path (ThreadSnapshot.derived): a few trees
+
+
 @contextmanager
 def store_errors() -> Iterator[None]:
     """Redis failures, as the gateway's error: the one place they are translated."""
@@ -64,30 +66,6 @@ def store_errors() -> Iterator[None]:
         yield
     except (RedisError, OSError) as exc:
         raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
-
-
-class ManifestCache:
-    """Parsed manifests by (thread, page id), reused while the stored JSON is unchanged.
-
-    Parsing every manifest of a long thread on every request costs more than fetching them; a manifest
-    changes only when the consolidator rewrites its summary, and the raw-text comparison catches that.
-    """
-
-    def __init__(self, capacity: int = 200_000) -> None:
-        self.capacity = capacity
-        self._items: OrderedDict[tuple[str, str], tuple[str, Manifest]] = OrderedDict()
-
-    def get(self, scope: str, page_id: str, raw: str) -> Manifest:
-        key = (scope, page_id)
-        cached = self._items.get(key)
-        if cached is not None and cached[0] == raw:
-            self._items.move_to_end(key)
-            return cached[1]
-        manifest = parse_manifest(page_id, raw)
-        self._items[key] = (raw, manifest)
-        if len(self._items) > self.capacity:
-            self._items.popitem(last=False)
-        return manifest
 
 
 _ADD_PAGES = """
@@ -142,55 +120,6 @@ def new_version() -> str:
     return uuid.uuid4().hex
 
 
-class _Known:
-    """What one process knows of a thread's stored pages at one version: manifests by page id (a page absent
-    here is looked up), and each looked-up page's parent (``None``: it has none)."""
-
-    def __init__(self, version: str | None) -> None:
-        self.version = version
-        self.manifests: dict[str, Manifest] = {}
-        self.parents: dict[str, str | None] = {}
-        self.postings = Postings()  # the manifests' term counts by term
-        self.user_postings: Postings | None = None  # the same for the user's own messages, once asked for
-        self.derived: dict[Hashable, Any] = {}  # see ThreadSnapshot.derived
-
-
-class PageCache:
-    """Per thread, the manifests and parent links read at the thread's current version, bounded in pages
-    (least recently used thread out).
-
-    Safe with several gateway processes: a stored manifest changes, and a parent link appears, only together
-    with the thread's version (scripts of the consolidator; a new page changes no stored one, and ids are
-    content hashes), and every request reads the version first, atomically with what it reads of the thread."""
-
-    def __init__(self, capacity: int = 200_000) -> None:
-        self.capacity = capacity
-        self._threads: OrderedDict[str, _Known] = OrderedDict()
-
-    def known(self, scope: str, version: str | None) -> _Known:
-        """The thread's known pages at ``version``; a new, empty record when the version changed (one not
-        kept at all when the thread has no version: then nothing is cached)."""
-        if version is None:
-            self._threads.pop(scope, None)
-            return _Known(None)
-        known = self._threads.get(scope)
-        if known is None or known.version != version:
-            known = self._threads[scope] = _Known(version)
-        self._threads.move_to_end(scope)
-        return known
-
-    def version(self, scope: str) -> str | None:
-        """The version the thread's cached pages were read at (``None``: none cached)."""
-        known = self._threads.get(scope)
-        return known.version if known is not None else None
-
-    def trim(self) -> None:
-        size = sum(len(k.manifests) for k in self._threads.values())
-        while size > self.capacity and len(self._threads) > 1:
-            _, dropped = self._threads.popitem(last=False)
-            size -= len(dropped.manifests)
-
-
 def _parse_asked(raw: str | bytes | None) -> tuple[str, float] | None:
     """The last request's live message record (`RedisStore.save_asked`), or None when absent or unreadable."""
     if raw is None:
@@ -207,7 +136,7 @@ class ThreadSnapshot:
     request's pages' manifests and parents (from the process's cache where it holds them), its layout, views,
     trace, last accesses and page count. Pages asked for later (containers) are read when first needed."""
 
-    def __init__(self, store: RedisStore, thread: ThreadKey, known: _Known, reply: Sequence[Any], wanted: Sequence[str]) -> None:
+    def __init__(self, store: RedisStore, thread: ThreadKey, known: KnownPages, reply: Sequence[Any], wanted: Sequence[str]) -> None:
         self._store = store
         self.thread = thread
         self._known = known

@@ -1,0 +1,87 @@
+"""What one gateway process keeps of the threads it reads from the store: parsed manifests, and per thread the
+manifests, parent links and term postings read at its current version (gateway.adapters.redis_store reads the
+version first, atomically with what it reads of the thread, so a kept record is never stale)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Hashable
+from typing import Any
+
+from gateway.adapters.manifests import Manifest, parse_manifest
+from gateway.core.postings import Postings
+
+__all__ = ["KnownPages", "ManifestCache", "PageCache"]
+
+
+class ManifestCache:
+    """Parsed manifests by (thread, page id), reused while the stored JSON is unchanged.
+
+    Parsing every manifest of a long thread on every request costs more than fetching them; a manifest
+    changes only when the consolidator rewrites its summary, and the raw-text comparison catches that.
+    """
+
+    def __init__(self, capacity: int = 200_000) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[tuple[str, str], tuple[str, Manifest]] = OrderedDict()
+
+    def get(self, scope: str, page_id: str, raw: str) -> Manifest:
+        key = (scope, page_id)
+        cached = self._items.get(key)
+        if cached is not None and cached[0] == raw:
+            self._items.move_to_end(key)
+            return cached[1]
+        manifest = parse_manifest(page_id, raw)
+        self._items[key] = (raw, manifest)
+        if len(self._items) > self.capacity:
+            self._items.popitem(last=False)
+        return manifest
+
+
+class KnownPages:
+    """What one process knows of a thread's stored pages at one version: manifests by page id (a page absent
+    here is looked up), and each looked-up page's parent (``None``: it has none)."""
+
+    def __init__(self, version: str | None) -> None:
+        self.version = version
+        self.manifests: dict[str, Manifest] = {}
+        self.parents: dict[str, str | None] = {}
+        self.postings = Postings()  # the manifests' term counts by term
+        self.user_postings: Postings | None = None  # the same for the user's own messages, once asked for
+        self.derived: dict[Hashable, Any] = {}  # see ThreadSnapshot.derived
+
+
+class PageCache:
+    """Per thread, the manifests and parent links read at the thread's current version, bounded in pages
+    (least recently used thread out).
+
+    Safe with several gateway processes: a stored manifest changes, and a parent link appears, only together
+    with the thread's version (scripts of the consolidator; a new page changes no stored one, and ids are
+    content hashes), and every request reads the version first, atomically with what it reads of the thread."""
+
+    def __init__(self, capacity: int = 200_000) -> None:
+        self.capacity = capacity
+        self._threads: OrderedDict[str, KnownPages] = OrderedDict()
+
+    def known(self, scope: str, version: str | None) -> KnownPages:
+        """The thread's known pages at ``version``; a new, empty record when the version changed (one not
+        kept at all when the thread has no version: then nothing is cached)."""
+        if version is None:
+            self._threads.pop(scope, None)
+            return KnownPages(None)
+        known = self._threads.get(scope)
+        if known is None or known.version != version:
+            known = self._threads[scope] = KnownPages(version)
+        self._threads.move_to_end(scope)
+        return known
+
+    def version(self, scope: str) -> str | None:
+        """The version the thread's cached pages were read at (``None``: none cached)."""
+        known = self._threads.get(scope)
+        return known.version if known is not None else None
+
+    def trim(self) -> None:
+        size = sum(len(k.manifests) for k in self._threads.values())
+        while size > self.capacity and len(self._threads) > 1:
+            _, dropped = self._threads.popitem(last=False)
+            size -= len(dropped.manifests)
