@@ -9,6 +9,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from gateway.adapters.manifests import Manifest, parse_manifest
+from gateway.core.lru import Lru
 from gateway.core.postings import Postings
 
 __all__ = ["KnownPages", "ManifestCache", "PageCache"]
@@ -22,19 +23,15 @@ class ManifestCache:
     """
 
     def __init__(self, capacity: int = 200_000) -> None:
-        self.capacity = capacity
-        self._items: OrderedDict[tuple[str, str], tuple[str, Manifest]] = OrderedDict()
+        self._items: Lru[tuple[str, str], tuple[str, Manifest]] = Lru(capacity)
 
     def get(self, scope: str, page_id: str, raw: str) -> Manifest:
         key = (scope, page_id)
         cached = self._items.get(key)
         if cached is not None and cached[0] == raw:
-            self._items.move_to_end(key)
             return cached[1]
         manifest = parse_manifest(page_id, raw)
-        self._items[key] = (raw, manifest)
-        if len(self._items) > self.capacity:
-            self._items.popitem(last=False)
+        self._items.put(key, (raw, manifest))
         return manifest
 
 

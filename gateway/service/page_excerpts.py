@@ -8,13 +8,13 @@ Both are bounded, least recently used out.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import replace
 
 from gateway.adapters.store_keys import ThreadKey
 from gateway.core import Page, TokenCounter, background_line, excerpt_entry
 from gateway.core.excerpt import ExcerptOption, Unit, excerpt_options, line_coverage, speaking_share, units_of
+from gateway.core.lru import Lru
 
 __all__ = ["PageExcerpts"]
 
@@ -27,17 +27,13 @@ class _TextCounts:
 
     def __init__(self, counter: TokenCounter, capacity: int = EXCERPT_COUNTS) -> None:
         self._counter = counter
-        self._capacity = capacity
-        self._counts: OrderedDict[str, int] = OrderedDict()
+        self._counts: Lru[str, int] = Lru(capacity)
 
     def count(self, text: str) -> int:
         n = self._counts.get(text)
         if n is None:
-            n = self._counts[text] = self._counter.count(text)
-            if len(self._counts) > self._capacity:
-                self._counts.popitem(last=False)
-        else:
-            self._counts.move_to_end(text)
+            n = self._counter.count(text)
+            self._counts.put(text, n)
         return n
 
 
@@ -45,9 +41,8 @@ class PageExcerpts:
     """The excerpts of pages for queries, cutting each page into units once."""
 
     def __init__(self, capacity: int = UNIT_CACHE) -> None:
-        self._capacity = capacity
         # per page: its units (content never changes), and its background line with the summary it was made from
-        self._pages: OrderedDict[tuple[str, str], tuple[tuple[Unit, ...], str, str]] = OrderedDict()
+        self._pages: Lru[tuple[str, str], tuple[tuple[Unit, ...], str, str]] = Lru(capacity)
         self._counts: dict[str, _TextCounts] = {}
 
     def _units(self, thread: ThreadKey, page: Page, counter: TokenCounter) -> tuple[tuple[Unit, ...], str]:
@@ -55,11 +50,7 @@ class PageExcerpts:
         cached = self._pages.get(key)
         if cached is None or cached[1] != page.summary:  # the consolidator may rewrite a summary: its line with it
             cached = (units_of(page.content, counter.count) if cached is None else cached[0], page.summary, background_line(page))
-            self._pages[key] = cached
-            while len(self._pages) > self._capacity:
-                self._pages.popitem(last=False)
-        else:
-            self._pages.move_to_end(key)
+            self._pages.put(key, cached)
         return cached[0], cached[2]
 
     def of(

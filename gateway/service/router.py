@@ -27,7 +27,6 @@ import json
 import logging
 import re
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, time as day_start, timedelta
@@ -44,6 +43,7 @@ from gateway.core import View, iso_time, lead_text
 from gateway.core.budget import RELEVANCE_POWER
 from gateway.core.excerpt import query_source
 from gateway.core.lexical import bm25, drop_common_words, drop_time_phrases, is_low_information, terms
+from gateway.core.lru import Lru
 from gateway.core.postings import Documents
 from gateway.core.when import named_span
 from gateway.errors import GatewayError
@@ -89,8 +89,7 @@ class VectorCache:
     cached vector never goes stale."""
 
     def __init__(self, capacity: int = 50_000) -> None:
-        self.capacity = capacity
-        self._items: OrderedDict[tuple[str, str], npt.NDArray[np.float32]] = OrderedDict()
+        self._items: Lru[tuple[str, str], npt.NDArray[np.float32]] = Lru(capacity)
 
     def get_many(self, scope: str, ids: Sequence[str]) -> tuple[dict[str, npt.NDArray[np.float32]], list[str]]:
         found, missing = {}, []
@@ -99,15 +98,12 @@ class VectorCache:
             if vector is None:
                 missing.append(page_id)
             else:
-                self._items.move_to_end((scope, page_id))
                 found[page_id] = vector
         return found, missing
 
     def put_many(self, scope: str, vectors: Mapping[str, npt.NDArray[np.float32]]) -> None:
         for page_id, vector in vectors.items():
-            self._items[(scope, page_id)] = vector
-        while len(self._items) > self.capacity:
-            self._items.popitem(last=False)
+            self._items.put((scope, page_id), vector)
 
 
 @dataclass(frozen=True)
@@ -198,9 +194,9 @@ class Router:
         self.vectors = VectorCache()
         # the embedded queries, by text (a vector is a function of its text alone: see gateway.adapters.embedder):
         # an agent's tool rounds, a retry or a regenerated answer ask the same live message again
-        self._queries: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
+        self._queries: Lru[str, npt.NDArray[np.float32]] = Lru(QUERY_VECTORS)
         # per thread, its last request's pages and their vectors in that order (pages and vectors never change)
-        self._aligned: OrderedDict[str, _Aligned] = OrderedDict()
+        self._aligned: Lru[str, _Aligned] = Lru(ALIGNED_THREADS)
 
     async def _semantic(self, thread: ThreadKey, match_text: str, ids: Sequence[str], user: bool = False) -> list[float]:
         """Cosine of the query with each page's embedding (with ``user``, the embedding of the user's own messages,
@@ -212,7 +208,6 @@ class Router:
         last = self._aligned.get(scope)
         if last is not None and last.ids == key:  # the same pages as the thread's last request
             aligned = last
-            self._aligned.move_to_end(scope)
         else:
             found, missing = self.vectors.get_many(scope, ids)
             if missing:
@@ -221,18 +216,11 @@ class Router:
                 found.update(fetched)
             aligned = _Aligned.of(key, [found.get(i) for i in ids])
             if len(found) == len(key):  # a page without a vector is asked for again next time
-                self._aligned[scope] = aligned
-                self._aligned.move_to_end(scope)
-                while len(self._aligned) > ALIGNED_THREADS:
-                    self._aligned.popitem(last=False)
+                self._aligned.put(scope, aligned)
         query = self._queries.get(match_text)
         if query is None:
             query = (await self._embedder.embed([match_text]))[0]
-            self._queries[match_text] = query
-            while len(self._queries) > QUERY_VECTORS:
-                self._queries.popitem(last=False)
-        else:
-            self._queries.move_to_end(match_text)
+            self._queries.put(match_text, query)
         return aligned.cosines(query)
 
     async def select(
