@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 
 from gateway.adapters.manifests import Manifest
 from gateway.core import Excerpt
-from gateway.core.budget import DEFAULT_HALF_LIFE, Outside, PoolExceeded, _check_outside, outside_at, outside_bound, rank_by_age
 from gateway.core.excerpt import ExcerptOption
+from gateway.core.outside import Outside, PoolExceeded, check_outside, outside_at, outside_bound
 from gateway.core.pages import Page, PageType
+from gateway.core.worth import DEFAULT_HALF_LIFE, rank_by_age
 from gateway.service.candidate_pool import PoolTable, _frontier, candidate_pool, refreshed
 
 NOW = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
@@ -21,7 +22,7 @@ NOW = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
 
 def _raises(outside: list[Outside], pops: list[tuple[float, int]], end: int, limit: int) -> bool:
     try:
-        _check_outside(outside, pops, end, limit)
+        check_outside(outside, pops, end, limit)
     except PoolExceeded:
         return True
     return False

@@ -17,9 +17,10 @@ import numpy as np
 import numpy.typing as npt
 
 from gateway.core import LineHolds, Page, PageType, background_line, line_holds, summary_fits_line
-from gateway.core.budget import DAY_OVERHEAD, outside_bound
 from gateway.core.lexical import LEXICON, restem, term_counts
+from gateway.core.outside import outside_bound
 from gateway.core.pages import utc
+from gateway.core.worth import DAY_OVERHEAD
 
 __all__ = [
     "Manifest", "NewPage", "decode_vector", "encode_vector", "manifest_json", "micros", "parse_manifest", "sentences_vector_field",
@@ -72,7 +73,7 @@ class Manifest:
 
     @cached_property
     def bound(self) -> tuple[float, int]:
-        """:func:`gateway.core.budget.outside_bound` of the page without excerpts (its line and its nodes)."""
+        """:func:`gateway.core.outside.outside_bound` of the page without excerpts (its line and its nodes)."""
         return outside_bound(
             detail_tokens=self.page.tokens, summary_tokens=self.summary_tokens, background_tokens=self.background_tokens,
             content_on_line=self.line is LineHolds.CONTENT,

@@ -11,7 +11,6 @@ from gateway.core.blocks import Block, BlockState, Event, Segmentation, split_bl
 from gateway.core.budget import (
     Candidate,
     Demotion,
-    Excerpt,
     FitResult,
     Level,
     fit_context,
@@ -55,6 +54,7 @@ from gateway.core.views import (
     view_of,
     visible_ids,
 )
+from gateway.core.worth import Excerpt
 
 __all__ = [
     "Block",

@@ -1,13 +1,8 @@
 """The token budget: choose each page's view by what it adds per token (PCP §V.3).
 
-Each candidate page has a *priority*, a double decay of age and relevance,
-
-    priority = (FLOOR + (1 - FLOOR) * relevance) * (AGE_FLOOR + (1 - AGE_FLOOR) * 0.5 ** (age / half_life))
-
-(``relevance`` in [0, 1], ``age = now - timestamp`` clamped at 0, ``FLOOR`` = 0.1 so that a page no query word
-names still has some chance of being needed, ``AGE_FLOOR`` = 0.8 so that age takes at most a fifth of it: in a
-conversation that spans months a relevant old page must still beat a less relevant recent one), and a few
-*options*, each with a token cost and a *coverage*, the share of the page it shows:
+Each candidate page has a *priority*, a double decay of age and relevance (:func:`priority`, see
+:mod:`gateway.core.worth`), and a few *options*, each with a token cost and a *coverage*, the share of the page it
+shows:
 
 * a line in ``<Background_Context>`` (``[id] summary``): coverage ``line_coverage`` (1 when the line holds every
   message verbatim, ``content_on_line``);
@@ -18,20 +13,21 @@ conversation that spans months a relevant old page must still beat a less releva
 * a Summary node (skipped when the line holds the whole summary, ``summary_on_line``);
 * a Detail node, coverage 1; an Unpacked node only when asked for (the model opened the container).
 
-An option is worth ``priority ** RELEVANCE_POWER x coverage x detail_tokens`` (see :data:`RELEVANCE_POWER`):
-the share of the page it shows, in the page's own tokens, since a page that says more is likelier to hold what
-is asked — in the tokens that can hold it (``worth_tokens``: for a question about the user, the user's own words,
-not the replies around them; :func:`gateway.core.excerpt.speaking_share`). A whole line of a page is then worth
-about its priority per token, whatever the page's length, and an excerpt that holds most of a long page's worth
-in a few tokens is worth much more. The context is filled by the best value per token: starting from
-nothing, the step with the highest added value per added token is taken next — a line for one page, a larger
-excerpt or the Detail node for another — while it fits. So a high-priority page gets Detail only when that beats
-showing more of the others, and a tight budget shows many pages in part rather than a few whole. Each page's
-steps follow the upper convex hull of its options, so a page never pays for a view that a richer one beats per
-token; a step that no longer fits gives way to a smaller one that does. Lines and excerpts are filed under one
-date line per day (the page's own, ``written``), which the estimate counts once per day, and the element's tags
-once (``background_overhead``, which also carries the instructions' line on it); the first node pays
-``flow_overhead``, the instructions' line on nodes. Ties go to the higher priority, then the newer page.
+An option is worth ``priority ** RELEVANCE_POWER x coverage x detail_tokens``
+(:data:`gateway.core.worth.RELEVANCE_POWER`): the share of the page it shows, in the page's own tokens, since a
+page that says more is likelier to hold what is asked — in the tokens that can hold it (``worth_tokens``: for a
+question about the user, the user's own words, not the replies around them;
+:func:`gateway.core.excerpt.speaking_share`). A whole line of a page is then worth about its priority per token,
+whatever the page's length, and an excerpt that holds most of a long page's worth in a few tokens is worth much
+more. The context is filled by the best value per token: starting from nothing, the step with the highest added
+value per added token is taken next — a line for one page, a larger excerpt or the Detail node for another — while
+it fits. So a high-priority page gets Detail only when that beats showing more of the others, and a tight budget
+shows many pages in part rather than a few whole. Each page's steps follow the upper convex hull of its options, so
+a page never pays for a view that a richer one beats per token; a step that no longer fits gives way to a smaller
+one that does. Lines and excerpts are filed under one date line per day (the page's own, ``written``), which the
+estimate counts once per day, and the element's tags once (``background_overhead``, which also carries the
+instructions' line on it); the first node pays ``flow_overhead``, the instructions' line on nodes. Ties go to the
+higher priority, then the newer page.
 
 Pages the model opened itself (``pinned``) are placed first, highest priority first, each in the richest view
 that fits from the one it asked for down: it asked for that view, and a line would invite it to open the page
@@ -44,12 +40,12 @@ Only when it exceeds the model's context window is :class:`ContextWindowExceeded
 
 Per-page token counts are inputs (precomputed at ingestion, or per request for the few excerpted pages), so
 :func:`fit_context` is an estimate; :func:`fit_rendered` checks the real rendering with a measuring callable and
-tightens until it fits.
+tightens until it fits. With ``outside``, it also checks that the pages left out of the candidates could not
+have been shown (:mod:`gateway.core.outside`).
 """
 
 from __future__ import annotations
 
-import bisect
 import enum
 import heapq
 import math
@@ -59,50 +55,21 @@ from datetime import date, datetime, timedelta
 from types import MappingProxyType
 
 from gateway.core.errors import ContextWindowExceeded
+from gateway.core.outside import Outside, check_outside
 from gateway.core.pages import utc
 from gateway.core.views import View
+from gateway.core.worth import (
+    BACKGROUND_OVERHEAD,
+    DAY_OVERHEAD,
+    DEFAULT_HALF_LIFE,
+    NODE_OVERHEAD,
+    RELEVANCE_POWER,
+    Excerpt,
+    rank,
+    share_of,
+)
 
-__all__ = [
-    "BACKGROUND_OVERHEAD",
-    "DAY_OVERHEAD",
-    "DEFAULT_HALF_LIFE",
-    "AGE_FLOOR",
-    "FLOOR",
-    "NODE_OVERHEAD",
-    "RELEVANCE_POWER",
-    "Candidate",
-    "Demotion",
-    "Excerpt",
-    "FitResult",
-    "Level",
-    "OUTSIDE_MARGIN",
-    "Outside",
-    "PoolExceeded",
-    "fit_context",
-    "fit_rendered",
-    "outside_at",
-    "outside_bound",
-    "priority",
-    "rank",
-    "rank_by_age",
-]
-
-DEFAULT_HALF_LIFE = timedelta(hours=24)
-FLOOR = 0.1
-AGE_FLOOR = 0.8
-NODE_OVERHEAD = 40
-BACKGROUND_OVERHEAD = 10
-DAY_OVERHEAD = 7  # the "YYYY-MM-DD:" line that heads a day's lines in <Background_Context> (cl100k)
-# A page's worth is priority ** RELEVANCE_POWER times what it shows. Relevance is a score normalised to the best
-# page, not a probability: the chance that a page holds what is asked falls much faster than its score (a page
-# scoring half the best is far less than half as likely to be the one). Measured on LoCoMo (2 conversations,
-# recall @1k/2k/4k, before worth counted the page's size): power 1 0.578/0.763/0.885, 2 0.718/0.840/0.916,
-# 3 0.736/0.864/0.919; with the size (4 conversations): power 1 0.730/0.835/0.895, 3 0.737/0.835/0.899,
-# 6 0.737/0.837/0.900.
-RELEVANCE_POWER = 3
-# an Outside's worth is a hair above its bound: strictly more than the fill's own product (value / paid, rounded
-# in another order)
-OUTSIDE_MARGIN = 1 + 1e-9
+__all__ = ["Candidate", "Demotion", "FitResult", "Level", "fit_context", "fit_rendered", "priority"]
 
 
 class Level(enum.Enum):
@@ -119,14 +86,6 @@ class Level(enum.Enum):
 _AS_LEVEL = {View.UNPACKED: Level.UNPACKED, View.DETAIL: Level.DETAIL, View.SUMMARY: Level.SUMMARY}
 _AS_VIEW = {level: view for view, level in _AS_LEVEL.items()}
 _IN_BACKGROUND = (Level.BACKGROUND, Level.EXCERPT)
-
-
-@dataclass(frozen=True)
-class Excerpt:
-    """One excerpt option of a candidate: its entry's tokens (id included) and the share of the page it shows."""
-
-    tokens: int
-    coverage: float
 
 
 @dataclass(frozen=True)
@@ -177,7 +136,7 @@ class Candidate:
         if self.worth_tokens is not None and not 0 <= self.worth_tokens <= self.detail_tokens:
             raise ValueError(f"candidate {self.id}: worth_tokens must be in [0, detail_tokens]")
         if self.line_coverage is None:
-            share = 1.0 if self.content_on_line else _share(self.background_tokens, self.detail_tokens)
+            share = 1.0 if self.content_on_line else share_of(self.background_tokens, self.detail_tokens)
             object.__setattr__(self, "line_coverage", share)
 
     @property
@@ -190,10 +149,6 @@ class Candidate:
         """The date its line is filed under in ``<Background_Context>``."""
         assert self.written is not None  # set in __post_init__
         return self.written.date()
-
-
-def _share(part: int, whole: int) -> float:
-    return 1.0 if whole <= 0 else min(part / whole, 1.0)
 
 
 @dataclass(frozen=True)
@@ -225,20 +180,8 @@ class FitResult:
 
 
 def priority(candidate: Candidate, now: datetime, half_life: timedelta = DEFAULT_HALF_LIFE) -> float:
-    """The double-decay priority of ``candidate`` at ``now`` (see the module docstring)."""
+    """The double-decay priority of ``candidate`` at ``now`` (:func:`gateway.core.worth.rank`)."""
     return rank(candidate.relevance, candidate.timestamp, now, half_life)
-
-
-def rank(relevance: float, timestamp: datetime, now: datetime, half_life: timedelta = DEFAULT_HALF_LIFE) -> float:
-    """:func:`priority` from a page's relevance and (timezone-aware) timestamp, before any Candidate is made."""
-    return rank_by_age((utc(now) - utc(timestamp)).total_seconds(), relevance, half_life.total_seconds())
-
-
-def rank_by_age(age: float, relevance: float, half_life: float) -> float:
-    """:func:`rank` of a page ``age`` seconds old (negative: from the future, taken as new), ``half_life`` in
-    seconds: the same float, for a caller that has the ages in hand."""
-    decay = AGE_FLOOR + (1.0 - AGE_FLOOR) * 0.5 ** (max(age, 0.0) / half_life)
-    return float((FLOOR + (1.0 - FLOOR) * relevance) * decay)
 
 
 @dataclass(frozen=True)
@@ -270,7 +213,7 @@ def _options(candidate: Candidate, policy: _Policy) -> list[_Option]:
     options = [_Option(Level.BACKGROUND, candidate.background_tokens + 1, line_coverage)]
     options += [_Option(Level.EXCERPT, e.tokens + 1, e.coverage, k) for k, e in enumerate(candidate.excerpts)]
     if not candidate.summary_on_line:
-        summary = _share(candidate.summary_tokens, candidate.detail_tokens)
+        summary = share_of(candidate.summary_tokens, candidate.detail_tokens)
         options.append(_Option(Level.SUMMARY, candidate.summary_tokens + policy.node_overhead, summary))
     if (candidate.detail and not candidate.content_on_line) or candidate.pinned:
         options.append(_Option(Level.DETAIL, candidate.detail_tokens + policy.node_overhead, 1.0))
@@ -406,73 +349,8 @@ def _fit(
         else:
             offer(at, min(step.cost - plan.places[candidate.id].cost - 1, limit - running))
     if outside:
-        _check_outside(outside, pops, running, limit)
+        check_outside(outside, pops, running, limit)
     return plan.result(limit, ranks)
-
-
-class PoolExceeded(Exception):
-    """A page left out of the pool (:class:`Outside`) might have been shown: fit again with it as a Candidate."""
-
-
-@dataclass(frozen=True)
-class Outside:
-    """A page left out of the pool before fitting; not pinned, not asked Unpacked. ``worth``: strictly more than
-    any of its first steps could be worth per token (see :func:`outside_bound`); ``cheapest``: its cheapest entry's
-    cost in tokens."""
-
-    worth: float
-    cheapest: int
-
-
-def outside_bound(
-    *,
-    detail_tokens: int,
-    summary_tokens: int,
-    background_tokens: int,
-    line_coverage: float | None = None,
-    content_on_line: bool = False,
-    excerpts: Sequence[Excerpt] = (),
-    node_overhead: int = NODE_OVERHEAD,
-) -> tuple[float, int]:
-    """The part of a page's :class:`Outside` that does not depend on its priority (the same on every request while
-    its excerpts are the same): its best first step's gain per token and its cheapest entry. A step is worth
-    ``priority ** RELEVANCE_POWER`` times the coverage it adds times the page's tokens, per token it adds; the first
-    step from nothing is worth at most its option's coverage x tokens / cost, and no later step is taken before a
-    first one. A Summary or Detail node covers less than its cost in the page's tokens (the node's tags,
-    ``node_overhead`` > 0, are on top), so it never exceeds 1 per token; the line and the excerpts are counted as
-    they are (``line_coverage`` defaults as :class:`Candidate`'s does). The cheapest entry is the cheapest of them
-    all, nodes included."""
-    if line_coverage is None:
-        line_coverage = 1.0 if content_on_line else _share(background_tokens, detail_tokens)
-    size = max(detail_tokens, 1)
-    costs = [background_tokens + 1, min(summary_tokens, detail_tokens) + node_overhead, *(e.tokens + 1 for e in excerpts)]
-    gains = [1.0, line_coverage * size / (background_tokens + 1), *(e.coverage * size / (e.tokens + 1) for e in excerpts)]
-    return max(gains), min(costs)
-
-
-def outside_at(priority: float, gain: float, cheapest: int) -> Outside:
-    """The :class:`Outside` of a page of ``priority`` from its :func:`outside_bound`."""
-    return Outside(priority**RELEVANCE_POWER * gain * OUTSIDE_MARGIN, cheapest)
-
-
-def _check_outside(outside: Sequence[Outside], pops: Sequence[tuple[float, int]], end: int, limit: int) -> None:
-    """Raise :class:`PoolExceeded` unless no page of ``outside`` could have been shown had it been a candidate.
-
-    The fill pops the step of highest value per token, so a page outside is not popped while a candidate's step
-    of a value >= its ``worth`` (more than its own) is on top, and until then the fill runs as it did without
-    it (the candidates keep their order among themselves). From there on the total only grows: if the room
-    left then is smaller than its cheapest entry, it is never shown (and by induction neither is any other, so
-    the fill is the same)."""
-    floor: list[float] = []  # the lowest value popped so far, after each pop (non-increasing)
-    lowest = math.inf
-    for value, _ in pops:
-        lowest = min(lowest, value)
-        floor.append(-lowest)  # increasing, for bisect
-    for page in outside:
-        first = bisect.bisect_right(floor, -page.worth)  # the first pop of a value < worth
-        before = pops[first][1] if first < len(pops) else end
-        if limit - before >= page.cheapest:
-            raise PoolExceeded
 
 
 def fit_context(
@@ -524,9 +402,10 @@ def fit_rendered(
     measured count, so ``over_budget`` is true only if even the smallest context does not fit. Raises
     :class:`ContextWindowExceeded` if the smallest context exceeds ``window``.
 
-    ``outside``: the pages left out of ``candidates`` (a long thread's tail, see :class:`Outside`); the result is
-    the one all of them as candidates would give (but for ``dropped_ids``, which does not list them), or
-    :class:`PoolExceeded` is raised when that cannot be shown.
+    ``outside``: the pages left out of ``candidates`` (a long thread's tail, see
+    :class:`gateway.core.outside.Outside`); the result is the one all of them as candidates would give (but for
+    ``dropped_ids``, which does not list them), or :class:`gateway.core.outside.PoolExceeded` is raised when that
+    cannot be shown.
     """
     limit = _limit(budget, window)
     if window is not None and fixed_tokens > window:

@@ -1,7 +1,7 @@
 """Which of a thread's top-level pages become the budget's candidates for one request (see :func:`candidate_pool`).
 
 A request builds :class:`~gateway.core.budget.Candidate` objects only for the pages the budget could show; every
-other page goes to the fit as an :class:`~gateway.core.budget.Outside`, which the budget checks could never have
+other page goes to the fit as an :class:`~gateway.core.outside.Outside`, which the budget checks could never have
 been shown (else the caller takes more, see :data:`POOL_SPARES`). The ranking of every page is array work over a
 :class:`PoolTable`, derived once per thread version; only the pages that become candidates, and the few outside
 pages that no other outside page dominates, become Python objects.
@@ -19,9 +19,10 @@ import numpy.typing as npt
 
 from gateway.adapters.manifests import Manifest, micros
 from gateway.core import Excerpt, LineHolds
-from gateway.core.budget import AGE_FLOOR, DEFAULT_HALF_LIFE, FLOOR, OUTSIDE_MARGIN, RELEVANCE_POWER, Outside, outside_at, outside_bound
 from gateway.core.excerpt import ExcerptOption
+from gateway.core.outside import OUTSIDE_MARGIN, Outside, outside_at, outside_bound
 from gateway.core.pages import utc
+from gateway.core.worth import AGE_FLOOR, DEFAULT_HALF_LIFE, FLOOR, RELEVANCE_POWER
 
 __all__ = ["POOL_SPARES", "PoolTable", "candidate_pool", "kept_table", "refreshed"]
 
@@ -119,7 +120,7 @@ def candidate_pool(
                 written[i], stamp[i] = micros(moment), moment.timestamp()
     ages = np.maximum((micros(now) - written) / 1_000_000, 0.0)
     scores = np.fromiter((relevance[r] for r in roots), dtype=np.float64, count=len(roots))
-    # gateway.core.budget.rank_by_age, page by page (a last bit may differ: the pool only bounds the work, the
+    # gateway.core.worth.rank_by_age, page by page (a last bit may differ: the pool only bounds the work, the
     # fit's check keeps the result exact; an Outside's worth is a hair above its bound)
     rank = (FLOOR + (1.0 - FLOOR) * scores) * (AGE_FLOOR + (1.0 - AGE_FLOOR) * 0.5 ** (ages / DEFAULT_HALF_LIFE.total_seconds()))
     order = np.lexsort((table.by_id, -stamp, -rank))  # the fill's order: priority, then newer, then id

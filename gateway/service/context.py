@@ -43,10 +43,11 @@ from gateway.core import (
     system_instructions,
     view_of,
 )
-from gateway.core.budget import BACKGROUND_OVERHEAD, PoolExceeded
+from gateway.core.outside import PoolExceeded
 from gateway.core.tokens import REPLY_PRIMING
 from gateway.core.instructions import InstructionCosts, instruction_costs
 from gateway.core.rounds import ZoomNames
+from gateway.core.worth import BACKGROUND_OVERHEAD
 from gateway.errors import ContextLengthExceeded
 from gateway.core.excerpt import ExcerptOption, named_source, query_source
 from gateway.core.lexical import idf_weights, terms

@@ -40,12 +40,12 @@ from gateway.adapters.redis_store import RedisStore, ThreadKey
 from gateway.adapters.upstream import Upstream
 from gateway.config import PcpSettings
 from gateway.core import View, iso_time, lead_text
-from gateway.core.budget import RELEVANCE_POWER
 from gateway.core.excerpt import query_source
 from gateway.core.lexical import bm25, drop_common_words, drop_time_phrases, is_low_information, terms
 from gateway.core.lru import Lru
 from gateway.core.postings import Documents
 from gateway.core.when import named_span
+from gateway.core.worth import RELEVANCE_POWER
 from gateway.errors import GatewayError
 
 __all__ = ["Router", "Selection", "VectorCache", "reconstruct_query"]
@@ -150,7 +150,7 @@ def _dated(
     :func:`gateway.core.when.named_span`) raised, by as much as those days single them out: a question that dates
     what it asks is as likely to be answered by a page of those days as by any other, so a page of theirs is
     (pages outside) / (pages inside) times likelier than one outside. That odds ratio multiplies what the budget
-    makes of a page's relevance (:data:`gateway.core.budget.RELEVANCE_POWER`), hence its root here. Days that hold
+    makes of a page's relevance (:data:`gateway.core.worth.RELEVANCE_POWER`), hence its root here. Days that hold
     most of the pages raise nothing; the scores are normalised to the best again.
 
     Of those days' pages, the ones that tell of an event of their day or the day before ("I just got a smoker

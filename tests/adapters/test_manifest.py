@@ -5,10 +5,10 @@ from datetime import datetime, timezone
 
 from gateway.adapters.manifests import NewPage, manifest_json, parse_manifest
 from gateway.core import LineHolds, original_page
-from gateway.core.budget import DAY_OVERHEAD
 from gateway.core.blocks import split_blocks
 from gateway.core.lexical import term_counts
 from gateway.core.pages import Page
+from gateway.core.worth import DAY_OVERHEAD
 
 NOW = datetime(2026, 2, 14, 10, 30, tzinfo=timezone.utc)
 
