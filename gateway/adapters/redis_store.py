@@ -2,7 +2,8 @@
 
 The key layout is in `gateway.adapters.store_keys`. Pages are content-addressed and written by one
 Lua script, each only if absent, so the same history sent twice, or by twenty concurrent requests,
-stores each page once, and a page is in the consolidation log exactly once.
+stores each page once, and a page is in the consolidation log exactly once. What one request reads of a
+thread (`RedisStore.snapshot`) is a `gateway.adapters.snapshot.ThreadSnapshot`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -28,15 +29,13 @@ from redis.exceptions import RedisError
 from gateway.adapters.manifests import (
     Manifest, NewPage, decode_vector, encode_vector, manifest_json, sentences_vector_field, user_vector_field,
 )  # fmt: skip
+from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.adapters.store_keys import ThreadKey, ThreadKeys, tenant_threads_key, threads_key
-from gateway.adapters.thread_cache import KnownPages, ManifestCache, PageCache
+from gateway.adapters.thread_cache import ManifestCache, PageCache
 from gateway.core import Page, Step, View
-from gateway.core.postings import Postings
 from gateway.errors import StoreUnavailable
 
-__all__ = [
-    "open_redis", "RedisStore", "ThreadKey", "ThreadEntry", "ThreadSnapshot", "new_version", "store_errors",
-]  # fmt: skip
+__all__ = ["open_redis", "RedisStore", "ThreadKey", "ThreadEntry", "new_version", "store_errors"]
 
 log = logging.getLogger("gateway.store")
 
@@ -54,9 +53,6 @@ def open_redis(url: str, *, cluster: bool = False) -> RedisClient:
     retry = Retry(ExponentialBackoff(cap=0.1, base=0.05), 2)
     client: aioredis.Redis = aioredis.Redis.from_url(url, decode_responses=True, retry=retry, retry_on_error=[RedisConnectionError])
     return client
-
-
-DERIVED_KEPT = 8  # values a thread's version keeps for the request path (ThreadSnapshot.derived): a few trees
 
 
 @contextmanager
@@ -131,107 +127,6 @@ def _parse_asked(raw: str | bytes | None) -> tuple[str, float] | None:
         return None
 
 
-class ThreadSnapshot:
-    """What one request reads of a thread, in one atomic round trip (`RedisStore.snapshot`): its version, the
-    request's pages' manifests and parents (from the process's cache where it holds them), its layout, views,
-    trace, last accesses and page count. Pages asked for later (containers) are read when first needed."""
-
-    def __init__(self, store: RedisStore, thread: ThreadKey, known: KnownPages, reply: Sequence[Any], wanted: Sequence[str]) -> None:
-        self._store = store
-        self.thread = thread
-        self._known = known
-        self._absent: set[str] = set()
-        _, layout, views, trace, count, seen, form, asked, manifests, parents = reply
-        self.layout: str | None = layout.decode("utf-8") if isinstance(layout, bytes) else layout
-        self.views = {page_id: View(view) for page_id, view in views.items()}
-        self.steps = tuple(_parse_step(raw) for raw in trace)
-        self.page_count = int(count)
-        self.paged = form is not None
-        self.asked = _parse_asked(asked)
-        self._seen: Mapping[str, str] = seen
-        self._fill(wanted, manifests, parents)
-
-    def _fill(self, ids: Sequence[str], manifests: Sequence[str | None], parents: Sequence[str | None]) -> None:
-        known, scope = self._known, self.thread.scope
-        for page_id, raw, parent in zip(ids, manifests, parents):
-            if raw is None:
-                self._absent.add(page_id)
-                continue
-            manifest = known.manifests[page_id] = self._store._parsed.get(scope, page_id, raw)
-            known.parents[page_id] = parent
-            known.postings.add(page_id, manifest.terms)
-            if known.user_postings is not None:
-                known.user_postings.add(page_id, manifest.own_terms)
-            self._absent.discard(page_id)
-
-    def _unread(self, ids: Sequence[str]) -> list[str]:
-        known = self._known
-        return list(dict.fromkeys(i for i in ids if i not in known.manifests and i not in self._absent))
-
-    async def manifests(self, ids: Sequence[str]) -> dict[str, Manifest]:
-        """Manifests of the stored pages among ``ids`` (read from Redis only for pages this process does not know)."""
-        unread = self._unread(ids)
-        if unread:
-            keys = self._store.keys(self.thread)
-            with store_errors():
-                async with self._store.client.pipeline(transaction=True) as pipe:
-                    pipe.hmget(keys.manifest, unread)
-                    pipe.hmget(keys.parent, unread)
-                    manifests, parents = await pipe.execute()
-            self._fill(unread, manifests, parents)
-        known = self._known.manifests
-        return {i: known[i] for i in ids if i in known}
-
-    async def parents(self, ids: Sequence[str]) -> dict[str, str]:
-        """The containing consolidated page of each stored page among ``ids`` that has one."""
-        await self.manifests(ids)
-        parents = self._known.parents
-        return {i: parent for i in ids if (parent := parents.get(i)) is not None}
-
-    def missing(self, ids: Sequence[str]) -> list[str]:
-        """The ids (in order) with no stored page, among those this snapshot read."""
-        return [i for i in ids if i in self._absent]
-
-    def stored(self, pages: Iterable[NewPage], added: Iterable[str]) -> None:
-        """Pages this request tried to store, and the ids it did store: those are known as stored and read back,
-        with no parent yet; the others (another process stored them first) are read when asked for."""
-        mine = set(added)
-        for new in pages:
-            if new.page.id in mine:
-                self._fill([new.page.id], [manifest_json(new)], [None])
-            else:
-                self._absent.discard(new.page.id)
-
-    @property
-    def derived(self) -> dict[Hashable, Any]:
-        """What the request path derives from this version's pages and links, for the next request to reuse
-        (nothing in it can go stale: the version changes with any stored page or link; a key must name
-        everything else the value depends on). Bounded: emptied when it holds more than DERIVED_KEPT values."""
-        if len(self._known.derived) > DERIVED_KEPT:
-            self._known.derived.clear()
-        return self._known.derived
-
-    @property
-    def postings(self) -> Postings:
-        """The term counts of the pages this process knows of the thread, by term (see gateway.core.postings)."""
-        return self._known.postings
-
-    @property
-    def user_postings(self) -> Postings:
-        """The same for the user's own messages (see `Manifest.own_terms`): built from the known pages when a
-        question about the user first asks for it, then kept up to date as pages are read."""
-        known = self._known
-        if known.user_postings is None:
-            known.user_postings = Postings()
-            for page_id, manifest in known.manifests.items():
-                known.user_postings.add(page_id, manifest.own_terms)
-        return known.user_postings
-
-    def last_seen(self, ids: Sequence[str]) -> dict[str, datetime]:
-        seen = self._seen
-        return {i: datetime.fromisoformat(seen[i]) for i in ids if i in seen}
-
-
 @dataclass(frozen=True)
 class ThreadEntry:
     """One thread of a tenant, as `GET /pcp/threads` lists it."""
@@ -301,9 +196,30 @@ class RedisStore:
             unread = list(dict.fromkeys(ids))
             reply = await read(unread)
             known = self._pages.known(thread.scope, reply[0])
-        snapshot = ThreadSnapshot(self, thread, known, reply, unread)
+        _, layout, raw_views, trace, count, seen, form, asked, manifests, parents = reply
+        views, steps = _parse_focus(raw_views, trace)
+        snapshot = ThreadSnapshot(
+            self, thread, known, layout=layout.decode("utf-8") if isinstance(layout, bytes) else layout, views=views,
+            steps=steps, page_count=int(count), paged=form is not None, asked=_parse_asked(asked), seen=seen,
+            wanted=unread, manifests=manifests, parents=parents,
+        )
         self._pages.trim()
         return snapshot
+
+    def parsed_manifest(self, thread: ThreadKey, page_id: str, raw: str) -> Manifest:
+        """The manifest stored as ``raw``, parsed once per process while that JSON is unchanged."""
+        return self._parsed.get(thread.scope, page_id, raw)
+
+    async def manifests_and_parents(self, thread: ThreadKey, ids: list[str]) -> tuple[list[str | None], list[str | None]]:
+        """The stored manifest (its JSON) and parent of each of ``ids``, in order, read atomically (``None``: no
+        such page; no parent): what a `ThreadSnapshot` reads of pages it was not built with."""
+        keys = self.keys(thread)
+        with store_errors():
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.hmget(keys.manifest, ids)
+                pipe.hmget(keys.parent, ids)
+                manifests, parents = await pipe.execute()
+        return manifests, parents
 
     async def missing(self, thread: ThreadKey, ids: Sequence[str]) -> list[str]:
         """The ids (in order) that have no stored page in this thread."""
@@ -449,7 +365,7 @@ class RedisStore:
                 pipe.hgetall(self.keys(thread).views)
                 pipe.lrange(self.keys(thread).trace, 0, -1)
                 views, trace = await pipe.execute()
-        return {page_id: View(view) for page_id, view in views.items()}, tuple(_parse_step(raw) for raw in trace)
+        return _parse_focus(views, trace)
 
     async def touch(self, thread: ThreadKey, ids: Sequence[str], when: datetime) -> None:
         """Record that pages were shown in Detail or consulted (heat and last access, for merging and decay)."""
@@ -503,6 +419,11 @@ class RedisStore:
                     pipe.rpush(trace_key, *(_step_json(step) for step in new_steps))
                     pipe.ltrim(trace_key, -trace_limit, -1) if trace_limit else pipe.delete(trace_key)
                 await pipe.execute()
+
+
+def _parse_focus(views: Mapping[str, str], trace: Iterable[str]) -> tuple[dict[str, View], tuple[Step, ...]]:
+    """A thread's views and trace, as stored by `RedisStore.save_focus`."""
+    return {page_id: View(view) for page_id, view in views.items()}, tuple(_parse_step(raw) for raw in trace)
 
 
 def _parse_step(raw: str) -> Step:

@@ -16,7 +16,8 @@ from typing import Any
 
 from gateway.adapters.embedder import Embedder
 from gateway.adapters.manifests import Manifest
-from gateway.adapters.redis_store import RedisStore, ThreadKey, ThreadSnapshot
+from gateway.adapters.redis_store import RedisStore, ThreadKey
+from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.config import PcpSettings
 from gateway.core import (
     Block,

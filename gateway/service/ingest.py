@@ -17,7 +17,8 @@ import numpy as np
 
 from gateway.adapters.embedder import Embedder
 from gateway.adapters.manifests import NewPage
-from gateway.adapters.redis_store import RedisStore, ThreadKey, ThreadSnapshot
+from gateway.adapters.redis_store import RedisStore, ThreadKey
+from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.config import PcpSettings
 from gateway.core import Block, Page, TokenCounter, message_text, original_page, page_id
 from gateway.core.excerpt import sentences

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from gateway.adapters.manifests import Manifest
-from gateway.adapters.redis_store import ThreadSnapshot
+from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.core import PageTree, PageType, ViewState
 
 __all__ = ["open_folded", "open_folded_kept", "visible_tree"]
