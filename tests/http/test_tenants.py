@@ -141,6 +141,7 @@ def test_each_tenant_has_its_own_pages_whatever_the_client_sends(keyed: GatewayP
     messages = _turns(thread)
     upstream.script(*[Reply(content="fine")] * 5)
     _openai(keyed, ALICE, **{"X-PCP-Thread": thread}).chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+    _wait_idle(keyed, thread, {"authorization": f"Bearer {ALICE}"})  # her background work writes keys of its own (segment)
     alice_keys = sorted(_thread_keys(store, keyed.config, "alice", thread))
     alice_pages = store.hgetall(next(k for k in alice_keys if k.endswith(":manifest")))
     assert len(alice_pages) == 3
