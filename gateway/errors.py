@@ -22,6 +22,7 @@ __all__ = [
     "UpstreamPermissionDenied",
     "UpstreamRateLimited",
     "UpstreamTimeout",
+    "UpstreamServerError",
     "UpstreamUnavailable",
     "UpstreamBadRequest",
     "StoreUnavailable",
@@ -130,6 +131,11 @@ class UpstreamUnavailable(UpstreamError):
     status = 502
     type = "upstream_error"
     code = "upstream_unavailable"
+
+
+class UpstreamServerError(UpstreamUnavailable):
+    """The upstream answered with a server error (HTTP 5xx) for this request, as a server does that cannot parse
+    the tool call its model wrote; the same for the client as any unavailable upstream."""
 
 
 class UpstreamBadRequest(UpstreamError):

@@ -26,6 +26,7 @@ from gateway.errors import (
     UpstreamPermissionDenied,
     UpstreamRateLimited,
     UpstreamTimeout,
+    UpstreamServerError,
     UpstreamUnavailable,
 )
 
@@ -105,6 +106,8 @@ def translate_error(exc: BaseException) -> GatewayError:
         return UpstreamBadRequest(f"upstream rejected the request: {message}")
     if status is None and isinstance(exc, (llm_errors.BadRequestError, llm_errors.UnprocessableEntityError, llm_errors.UnsupportedParamsError)):
         return UpstreamBadRequest(f"upstream rejected the request: {message}")
+    if status is not None and status >= 500 and not isinstance(exc, llm_errors.APIConnectionError):  # that one says 500 too
+        return UpstreamServerError(f"upstream failed: {message}")
     return UpstreamUnavailable(f"upstream failed: {message}")
 
 

@@ -18,6 +18,14 @@ instead of as a tool call, above all in that last, tool-less round, where nothin
 as the call it is (answered in a round that offers the tools, dropped in the last one), so it never reaches the
 client as an answer. A Shelve of a page that a Consult opened during the same request is refused with a nudge
 to answer (the model otherwise folds the page it just read and asks for it again).
+
+A zoom call cut short (by ``max_tokens``) is answered for the ids it had completed and sent back as far as it was
+read (other arguments that are not JSON, with ``{}``): a server that renders the conversation for its model parses
+every earlier call, and llama-server refuses the whole next request (HTTP 500) over one it cannot. A round that offered the zoom
+tools can still fail on the upstream's side because of them: llama-server answers HTTP 500 when it cannot parse
+the tool call the model writes in that round. The driver then throws
+:class:`ZoomRoundFailed` into the loop, which asks the same conversation once more without the zoom tools and offers
+them in no later round: the client gets an answer from what the model has read so far, not an error.
 """
 
 from __future__ import annotations
@@ -31,11 +39,13 @@ from typing import Any
 
 from gateway.core.pages import Page
 from gateway.core.render import NodeSpec, render_node
-from gateway.core.tools import ToolArgError, ZoomArgs, parse_zoom_arguments
+from gateway.core.tools import ToolArgError, ZoomArgs, completed_json, parse_zoom_arguments
 from gateway.core.trace import Step, append_steps, steps_for_call
 from gateway.core.views import PageTree, View, ViewState, consult, shelve, view_of
 
-__all__ = ["ModelCall", "NeedPages", "RoundsOutcome", "ZoomNames", "split_calls", "text_call", "zoom_rounds"]
+__all__ = [
+    "ModelCall", "NeedPages", "RoundsOutcome", "ZoomNames", "ZoomRoundFailed", "split_calls", "text_call", "zoom_rounds",
+]
 
 
 @dataclass(frozen=True)
@@ -64,6 +74,11 @@ class NeedPages:
     """Load these pages, with their content."""
 
     ids: tuple[str, ...]
+
+
+class ZoomRoundFailed(Exception):
+    """Thrown into :func:`zoom_rounds` at a :class:`ModelCall` that offered the zoom tools, when the upstream failed
+    on it (a server error, not the client's request): the round is asked again without them."""
 
 
 @dataclass(frozen=True)
@@ -223,7 +238,16 @@ def zoom_rounds(
     while True:
         round_number += 1
         offer = round_number <= max_rounds
-        message: Mapping[str, Any] = _with_text_call((yield ModelCall(tuple(conversation), offer, round_number)), names)
+        try:
+            answer = yield ModelCall(tuple(conversation), offer, round_number)
+        except ZoomRoundFailed:
+            if not offer:
+                raise
+            round_number += 1
+            offer = False
+            max_rounds = 0  # the tools made the upstream fail: no later round offers them
+            answer = yield ModelCall(tuple(conversation), offer, round_number)
+        message: Mapping[str, Any] = _with_text_call(answer, names)
         ours, theirs = split_calls(message, names)
         if ours and offer and theirs:
             for call in ours:  # resolved here; the client gets its own calls and comes back with their results
@@ -231,8 +255,27 @@ def zoom_rounds(
         if not ours or not offer or theirs:
             return RoundsOutcome(_without_zoom(message, theirs), round_number, progress.state, progress.steps, tuple(progress.touched))
         results = yield from _answer_zoom_calls(ours, setup, progress)
-        conversation.append({"role": "assistant", "content": message.get("content"), "tool_calls": ours})
+        conversation.append({"role": "assistant", "content": message.get("content"), "tool_calls": [_replayable(c) for c in ours]})
         conversation.extend(results)
+
+
+def _replayable(call: Mapping[str, Any]) -> dict[str, Any]:
+    """``call`` as it can be sent back in the conversation. A server that renders the conversation for its model
+    parses every earlier tool call's arguments (llama-server answers HTTP 500 to the whole request when one is not
+    JSON), so arguments cut short are sent as far as they were read (:func:`completed_json`), and any others that
+    are not a JSON object as ``{}``; the call's result told the model what was wrong with them."""
+    function = call.get("function")
+    arguments = function.get("arguments") if isinstance(function, Mapping) else None
+    if not isinstance(function, Mapping):
+        return dict(call)
+    if isinstance(arguments, str):
+        try:
+            if isinstance(json.loads(arguments), dict):
+                return dict(call)
+        except ValueError:
+            pass
+    completed = completed_json(arguments) if isinstance(arguments, str) else None
+    return {**call, "function": {**function, "arguments": completed or "{}"}}
 
 
 def _answer_zoom_calls(

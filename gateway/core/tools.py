@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["NO_REASON", "ToolArgError", "ZoomArgs", "consult_schema", "parse_zoom_arguments", "shelve_schema"]
+__all__ = ["NO_REASON", "ToolArgError", "ZoomArgs", "completed_json", "consult_schema", "parse_zoom_arguments", "shelve_schema"]
 
 NO_REASON = "(no reason given)"
 _SEPARATORS = re.compile(r"[\s,;]+")
@@ -101,17 +101,63 @@ def _ids(raw: object) -> list[str] | None:
     return None
 
 
+_CLOSERS = {"{": "}", "[": "]"}
+
+
+def completed_json(text: str) -> str | None:
+    """The JSON object ``text`` was becoming when it was cut short (a model's tool call that reached
+    ``max_tokens``): cut back to its last complete member or element, the brackets still open closed; None when
+    that gives no JSON object. ``{"ids": ["a1", "b2", "c`` becomes ``{"ids": ["a1", "b2"]}``: the element being
+    written when the text ended is left out, since its end is unknown."""
+    stack: list[str] = []
+    cuts: list[tuple[int, tuple[str, ...]]] = []  # (end of a complete prefix, the brackets open there)
+    in_string = escaped = False
+    for at, char in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in _CLOSERS:
+            stack.append(char)
+            cuts.append((at + 1, tuple(stack)))
+        elif char in "}]":
+            if not stack or _CLOSERS[stack.pop()] != char:
+                return None
+            cuts.append((at + 1, tuple(stack)))
+        elif char == ",":
+            cuts.append((at, tuple(stack)))
+    for end, open_ in reversed(cuts):
+        candidate = text[:end] + "".join(_CLOSERS[b] for b in reversed(open_))
+        try:
+            value = json.loads(candidate)
+        except ValueError:
+            continue
+        return candidate if isinstance(value, dict) else None
+    return None
+
+
 def parse_zoom_arguments(raw: str | Mapping[str, Any], tool: str = "Consult") -> ZoomArgs | ToolArgError:
-    """Read the arguments of a Consult/Shelve call (``tool`` names it in error messages)."""
+    """Read the arguments of a Consult/Shelve call (``tool`` names it in error messages); arguments cut short
+    are read as far as they are complete (:func:`completed_json`)."""
     value: object = raw
     for _ in range(2):  # arguments sometimes arrive JSON-encoded twice
         if not isinstance(value, str):
             break
         if not value.strip():
             return ToolArgError(f"The {tool} call had no arguments. " + _usage(tool))
+        text = value
         try:
-            value = json.loads(value)
+            value = json.loads(text)
         except ValueError as exc:
+            completed = completed_json(text)
+            read = parse_zoom_arguments(completed, tool) if completed is not None else None
+            if isinstance(read, ZoomArgs):  # cut short after at least one whole id
+                return read
             return ToolArgError(f"The arguments of {tool} are not valid JSON ({exc}). " + _usage(tool))
     if not isinstance(value, Mapping):
         return ToolArgError(f"The arguments of {tool} must be a JSON object. " + _usage(tool))

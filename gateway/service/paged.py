@@ -2,11 +2,14 @@
 
 The decisions live in `gateway.core.rounds.zoom_rounds`; this module only performs its
 effects (model calls, page loads), sums usage over rounds, persists the thread's views
-and trace afterwards, and shapes the client's response.
+and trace afterwards, and shapes the client's response. When the upstream fails with a server
+error on a round that offered the zoom tools (before any of that round's text reached the client),
+the loop is told so (`ZoomRoundFailed`) and asks the round again without them.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator, Generator, Mapping
 from typing import Any
@@ -16,13 +19,16 @@ from gateway.adapters.upstream import Upstream
 from gateway.config import PcpSettings
 from gateway.core import View, settle
 from gateway.core.form import Form
-from gateway.core.rounds import ModelCall, NeedPages, RoundsOutcome, zoom_rounds
+from gateway.core.rounds import ModelCall, NeedPages, RoundsOutcome, ZoomRoundFailed, zoom_rounds
+from gateway.errors import UpstreamServerError
 from gateway.service.context import PagedContext
 from gateway.service.request import ChatRequest
 from gateway.service.stream_items import KEEPALIVE, Comment, StreamItem
 from gateway.service.streaming import RoundStream, add_usage
 
 __all__ = ["PagedChat", "pcp_headers"]
+
+log = logging.getLogger("gateway.paged")
 
 KEEPALIVE_SECONDS = 5.0
 _TEMPLATE_KEYS = ("id", "object", "created", "model", "system_fingerprint")
@@ -51,6 +57,17 @@ def _finish(reply: Mapping[str, Any], upstream_reason: str | None) -> str:
     if upstream_reason in (None, "tool_calls", "function_call"):
         return "stop"
     return upstream_reason
+
+
+def _without_zoom(
+    rounds: Generator[ModelCall | NeedPages, Any, RoundsOutcome], call: ModelCall, exc: UpstreamServerError
+) -> ModelCall | NeedPages:
+    """The loop's next effect after the upstream failed on ``call``: the same round without the zoom tools, when it
+    offered them (the failure may be the model's tool call that the server could not parse); else ``exc`` stands."""
+    if not call.offer_zoom:
+        raise exc
+    log.warning("round %d: the upstream failed with the zoom tools offered (%s); asking again without them", call.round, exc.message)
+    return rounds.throw(ZoomRoundFailed())
 
 
 def _count(request: ChatRequest, context: PagedContext, outcome: RoundsOutcome) -> None:
@@ -124,7 +141,11 @@ class PagedChat:
             if isinstance(effect, NeedPages):
                 effect = rounds.send(await self._store.pages(context.thread, effect.ids))
                 continue
-            body = await self._upstream.complete(request.model, self._params(request, context, effect, stream=False))
+            try:
+                body = await self._upstream.complete(request.model, self._params(request, context, effect, stream=False))
+            except UpstreamServerError as exc:
+                effect = _without_zoom(rounds, effect, exc)
+                continue
             add_usage(usage, body.get("usage"))
             choices = body.get("choices") or [{}]
             try:
@@ -156,19 +177,27 @@ class PagedChat:
                 continue
             round_stream = RoundStream(context.names)
             quiet_since = time.monotonic()
-            async for chunk in self._upstream.stream(request.model, self._params(request, context, effect, stream=True)):
-                template = template or {k: v for k, v in chunk.items() if k in _TEMPLATE_KEYS}
-                out = round_stream.feed(chunk)
-                delta = out["choices"][0]["delta"] if out is not None else {}
-                if sent_role:
-                    delta.pop("role", None)
-                if out is not None and delta:
-                    sent_role = sent_role or "role" in delta
-                    yield {**out, **template}
-                    quiet_since = time.monotonic()
-                elif time.monotonic() - quiet_since > KEEPALIVE_SECONDS:
-                    yield KEEPALIVE
-                    quiet_since = time.monotonic()
+            told = False  # whether this round's text reached the client (then a failure cannot be asked again)
+            try:
+                async for chunk in self._upstream.stream(request.model, self._params(request, context, effect, stream=True)):
+                    template = template or {k: v for k, v in chunk.items() if k in _TEMPLATE_KEYS}
+                    out = round_stream.feed(chunk)
+                    delta = out["choices"][0]["delta"] if out is not None else {}
+                    if sent_role:
+                        delta.pop("role", None)
+                    if out is not None and delta:
+                        sent_role = sent_role or "role" in delta
+                        told = told or any(key != "role" for key in delta)
+                        yield {**out, **template}
+                        quiet_since = time.monotonic()
+                    elif time.monotonic() - quiet_since > KEEPALIVE_SECONDS:
+                        yield KEEPALIVE
+                        quiet_since = time.monotonic()
+            except UpstreamServerError as exc:
+                if told:
+                    raise
+                effect = _without_zoom(rounds, effect, exc)
+                continue
             add_usage(usage, round_stream.usage)
             try:
                 effect = rounds.send(round_stream.message())

@@ -1,13 +1,16 @@
-"""Which path litellm takes to openai-compatible providers (`select_openai_path`): plain calls on a mapping; and the prices the Router is given."""
+"""Which path litellm takes to openai-compatible providers (`select_openai_path`): plain calls on a mapping; the prices
+the Router is given; and which upstream failures are the server's own (`translate_error`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from litellm import exceptions as llm_errors
 
-from gateway.adapters.upstream import HTTP_HANDLER_SWITCH, build_router, check_router, select_openai_path
+from gateway.adapters.upstream import HTTP_HANDLER_SWITCH, build_router, check_router, select_openai_path, translate_error
 from gateway.config import GatewayConfig
+from gateway.errors import UpstreamServerError, UpstreamUnavailable
 
 
 def _config(**litellm_params: str) -> GatewayConfig:
@@ -90,3 +93,14 @@ def test_the_router_that_checks_the_settings_leaves_no_callback_behind() -> None
     router = build_router(_config())
     assert hooked() != before  # what would stay behind
     router.discard()  # type: ignore[no-untyped-call]
+
+
+def test_a_server_error_is_told_apart_from_an_unreachable_upstream() -> None:
+    """A 5xx the upstream answered may be its model's output it could not parse (a paged round is then asked again
+    without the zoom tools); a connection that failed, which litellm also reports as 500, is not asked again."""
+    answered = translate_error(llm_errors.InternalServerError(message="cannot parse", llm_provider="openai", model="m"))
+    down = translate_error(llm_errors.ServiceUnavailableError(message="down", llm_provider="openai", model="m"))
+    refused = translate_error(llm_errors.APIConnectionError(message="refused", llm_provider="openai", model="m"))
+    assert isinstance(answered, UpstreamServerError) and isinstance(down, UpstreamServerError)
+    assert isinstance(refused, UpstreamUnavailable) and not isinstance(refused, UpstreamServerError)
+    assert answered.status == refused.status == 502 and answered.code == refused.code  # the same for the client

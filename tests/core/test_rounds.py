@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gateway.core.pages import Page, PageType
-from gateway.core.rounds import ModelCall, NeedPages, RoundsOutcome, ZoomNames, split_calls, text_call, zoom_rounds
+from gateway.core.rounds import ModelCall, NeedPages, RoundsOutcome, ZoomNames, ZoomRoundFailed, split_calls, text_call, zoom_rounds
 from gateway.core.trace import Step
 from gateway.core.views import PageTree, View
 
@@ -138,6 +138,48 @@ def test_after_max_rounds_the_last_call_offers_no_zoom_and_stray_calls_are_dropp
     assert [c.offer_zoom for c in calls] == [True, True, False] and [c.round for c in calls] == [1, 2, 3]
     assert outcome.reply == {"role": "assistant", "content": "final"} and outcome.rounds == 3
     assert outcome.state == {A: View.DETAIL} and outcome.touched == (A, B)
+
+
+def test_a_round_the_upstream_failed_with_the_zoom_tools_is_asked_again_without_them() -> None:
+    gen = rounds(max_rounds=3)
+    first = next(gen)
+    assert isinstance(first, ModelCall) and first.offer_zoom
+    opened = gen.send(assistant(call("pcp_consult", {"reason": "r", "ids": [A]})))
+    assert isinstance(opened, NeedPages)
+    second = gen.send({A: PAGES[A]})
+    assert isinstance(second, ModelCall) and second.offer_zoom and second.round == 2
+    again = gen.throw(ZoomRoundFailed())
+    assert isinstance(again, ModelCall) and not again.offer_zoom and again.round == 3
+    assert again.messages == second.messages  # the same conversation, the page it read included
+    with pytest.raises(StopIteration) as stop:
+        gen.send(assistant(call("pcp_consult", {"reason": "r", "ids": [B]}), content="from what I read"))
+    outcome: RoundsOutcome = stop.value.value
+    assert outcome.reply == {"role": "assistant", "content": "from what I read"} and outcome.rounds == 3
+    assert outcome.state == {A: View.DETAIL}  # the stray call of the tool-less round did nothing
+
+
+def test_a_call_cut_short_is_answered_for_its_whole_ids_and_sent_back_as_far_as_it_was_read() -> None:
+    cut = call("pcp_consult", '{"reason": "r", "ids": ["aaaaaaaa01", "bbbbbbbb', "c9")  # max_tokens ended it
+    calls, loads, outcome = drive(rounds(), [assistant(cut), assistant(content="done")])
+    sent = calls[1].messages
+    read = '{"reason": "r", "ids": ["aaaaaaaa01"]}'
+    assert sent[-2] == {"role": "assistant", "content": None, "tool_calls": [{**cut, "function": {"name": "pcp_consult", "arguments": read}}]}
+    assert sent[-1]["role"] == "tool" and sent[-1]["tool_call_id"] == "c9" and A in sent[-1]["content"]
+    assert loads == [NeedPages((A,))] and outcome.state == {A: View.DETAIL}
+
+
+def test_arguments_that_are_no_json_at_all_are_sent_back_as_an_empty_object() -> None:
+    broken = call("pcp_consult", "ids: aaaaaaaa01", "c8")
+    calls, _, _ = drive(rounds(), [assistant(broken), assistant(content="done")])
+    assert calls[1].messages[-2]["tool_calls"][0]["function"]["arguments"] == "{}"
+    assert "not valid JSON" in calls[1].messages[-1]["content"]
+
+
+def test_a_failure_on_a_round_without_zoom_tools_is_the_callers() -> None:
+    gen = rounds(max_rounds=0)
+    assert not next(gen).offer_zoom  # type: ignore[union-attr]
+    with pytest.raises(ZoomRoundFailed):
+        gen.throw(ZoomRoundFailed())
 
 
 def test_no_rounds_offers_no_zoom_at_all() -> None:
