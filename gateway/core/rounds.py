@@ -21,11 +21,11 @@ to answer (the model otherwise folds the page it just read and asks for it again
 
 A zoom call cut short (by ``max_tokens``) is answered for the ids it had completed and sent back as far as it was
 read (other arguments that are not JSON, with ``{}``): a server that renders the conversation for its model parses
-every earlier call, and llama-server refuses the whole next request (HTTP 500) over one it cannot. A round that offered the zoom
-tools can still fail on the upstream's side because of them: llama-server answers HTTP 500 when it cannot parse
-the tool call the model writes in that round. The driver then throws
-:class:`ZoomRoundFailed` into the loop, which asks the same conversation once more without the zoom tools and offers
-them in no later round: the client gets an answer from what the model has read so far, not an error.
+every earlier call, and llama-server refuses the whole next request (HTTP 500) over one it cannot. A round that
+offered the zoom tools can still fail on the upstream's side because of them: llama-server answers HTTP 500 when
+it cannot parse the tool call the model writes in that round. The driver then throws :class:`ZoomRoundFailed`
+into the loop, which asks the same conversation once more without the zoom tools and offers them in no later
+round: the client gets an answer from what the model has read so far, not an error.
 """
 
 from __future__ import annotations
@@ -265,9 +265,9 @@ def _replayable(call: Mapping[str, Any]) -> dict[str, Any]:
     JSON), so arguments cut short are sent as far as they were read (:func:`completed_json`), and any others that
     are not a JSON object as ``{}``; the call's result told the model what was wrong with them."""
     function = call.get("function")
-    arguments = function.get("arguments") if isinstance(function, Mapping) else None
     if not isinstance(function, Mapping):
         return dict(call)
+    arguments = function.get("arguments")
     if isinstance(arguments, str):
         try:
             if isinstance(json.loads(arguments), dict):
