@@ -59,7 +59,7 @@ def _finish(reply: Mapping[str, Any], upstream_reason: str | None) -> str:
     return upstream_reason
 
 
-def _without_zoom(
+def _asked_again_without_zoom(
     rounds: Generator[ModelCall | NeedPages, Any, RoundsOutcome], call: ModelCall, exc: UpstreamServerError
 ) -> ModelCall | NeedPages:
     """The loop's next effect after the upstream failed on ``call``: the same round without the zoom tools, when it
@@ -144,7 +144,7 @@ class PagedChat:
             try:
                 body = await self._upstream.complete(request.model, self._params(request, context, effect, stream=False))
             except UpstreamServerError as exc:
-                effect = _without_zoom(rounds, effect, exc)
+                effect = _asked_again_without_zoom(rounds, effect, exc)
                 continue
             add_usage(usage, body.get("usage"))
             choices = body.get("choices") or [{}]
@@ -196,7 +196,7 @@ class PagedChat:
             except UpstreamServerError as exc:
                 if told:
                     raise
-                effect = _without_zoom(rounds, effect, exc)
+                effect = _asked_again_without_zoom(rounds, effect, exc)
                 continue
             add_usage(usage, round_stream.usage)
             try:
