@@ -26,13 +26,20 @@ offered the zoom tools can still fail on the upstream's side because of them: ll
 it cannot parse the tool call the model writes in that round. The driver then throws :class:`ZoomRoundFailed`
 into the loop, which asks the same conversation once more without the zoom tools and offers them in no later
 round: the client gets an answer from what the model has read so far, not an error.
+
+The first round fits the request's token budget; what the Consults of later rounds open is bounded by the
+:class:`Room` it left. A Consult opens the pages it names in order while their rendered nodes fit what is left of
+the room; the first page a round opens always opens (a Consult that opened nothing would leave the model nowhere to
+go), so a round is over the budget by at most that one page. The pages it does not open are answered "not opened"
+and stay as they were: a small model that asks for seven pages at once then reads the one it named first, not
+seven pages it cannot tell apart.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -41,10 +48,10 @@ from gateway.core.pages import Page
 from gateway.core.render import NodeSpec, render_node
 from gateway.core.tools import ToolArgError, ZoomArgs, completed_json, parse_zoom_arguments
 from gateway.core.trace import Step, append_steps, steps_for_call
-from gateway.core.views import PageTree, View, ViewState, consult, shelve, view_of
+from gateway.core.views import PageTree, View, ViewState, ZoomResult, consult, shelve, view_of
 
 __all__ = [
-    "ModelCall", "NeedPages", "RoundsOutcome", "ZoomNames", "ZoomRoundFailed", "split_calls", "text_call", "zoom_rounds",
+    "ModelCall", "NeedPages", "Room", "RoundsOutcome", "ZoomNames", "ZoomRoundFailed", "split_calls", "text_call", "zoom_rounds",
 ]
 
 
@@ -57,6 +64,15 @@ class ZoomNames:
 
     def __contains__(self, name: object) -> bool:
         return name in (self.consult, self.shelve)
+
+
+@dataclass(frozen=True)
+class Room:
+    """What a request's Consults may open beyond its first round: ``tokens`` of rendered nodes (the budget less the
+    first round's prompt), each counted with ``count``."""
+
+    tokens: int
+    count: Callable[[str], int]
 
 
 @dataclass(frozen=True)
@@ -99,6 +115,7 @@ class _Setup:
     names: ZoomNames
     now: datetime
     trace_limit: int
+    room: Room
 
 
 @dataclass
@@ -107,10 +124,24 @@ class _Progress:
     steps: tuple[Step, ...]
     touched: dict[str, None] = field(default_factory=dict)
     opened: dict[str, None] = field(default_factory=dict)  # pages Consult opened during this request
+    spent: int = 0  # tokens of the nodes Consult opened during this request
+
+    def copy(self) -> _Progress:
+        return _Progress(self.state, self.steps, dict(self.touched), dict(self.opened), self.spent)
+
+
+@dataclass
+class _Gate:
+    """Whether a Consult may open one more page in this round: ``pages`` are loaded for rendering it; ``None``
+    admits every page (the dry run that finds what to load)."""
+
+    pages: Mapping[str, Page] | None
+    opened_any: bool = False
 
 
 _ANSWER_NOW = "Now answer the Query from this text, briefly; call no tool unless you need another page."
 _KEEP_OPEN = "not folded: you opened it for this Query, its text is above; answer the Query from it now"
+_NO_ROOM = "not opened, the token budget is spent: {}. Consult one alone only if the text above does not answer."
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
@@ -166,7 +197,7 @@ def _without_zoom(message: Mapping[str, Any], theirs: list[dict[str, Any]]) -> d
     return reply
 
 
-def _apply(call: Mapping[str, Any], setup: _Setup, progress: _Progress) -> tuple[str, tuple[str, ...]]:
+def _apply(call: Mapping[str, Any], setup: _Setup, progress: _Progress, gate: _Gate) -> tuple[str, tuple[str, ...]]:
     """Apply one zoom call; return its plain-language result and the ids to show in their new views."""
     function = call.get("function")
     assert isinstance(function, Mapping)  # split_calls only passes calls with a named function
@@ -174,6 +205,7 @@ def _apply(call: Mapping[str, Any], setup: _Setup, progress: _Progress) -> tuple
     args = parse_zoom_arguments(function.get("arguments") or "", tool=name)
     if isinstance(args, ToolArgError):
         return args.message, ()
+    declined: tuple[str, ...] = ()
     if name == setup.names.shelve:  # folding a page opened for this very Query only undoes the answer's source
         kept = [page_id for page_id in args.ids if page_id in progress.opened]
         ids = tuple(page_id for page_id in args.ids if page_id not in progress.opened)
@@ -181,21 +213,45 @@ def _apply(call: Mapping[str, Any], setup: _Setup, progress: _Progress) -> tuple
         if not ids:
             return "\n".join(refused), ()
         args = ZoomArgs(args.reason, ids)
+        result = shelve(progress.state, setup.tree, args.ids)
     else:
+        result, declined = _consult_within(args.ids, setup, progress, gate)
         refused = []
-    move = consult if name == setup.names.consult else shelve
-    result = move(progress.state, setup.tree, args.ids)
+        args = ZoomArgs(args.reason, tuple(i for i in args.ids if i not in declined))
     progress.state = result.state
     progress.touched.update(dict.fromkeys(result.changed))
-    action = "Consult" if move is consult else "Shelve"
-    progress.steps = append_steps(progress.steps, steps_for_call(action, args.ids, args.reason, setup.now), setup.trace_limit)
+    action = "Shelve" if name == setup.names.shelve else "Consult"
+    if args.ids:
+        progress.steps = append_steps(progress.steps, steps_for_call(action, args.ids, args.reason, setup.now), setup.trace_limit)
     nudge = []
-    if move is consult:
+    if action == "Consult":
         opened = [i for i in args.ids if view_of(progress.state, i) is not View.SUMMARY]
         progress.opened.update(dict.fromkeys(opened))
-        nudge = [_ANSWER_NOW] if opened else []
+        nudge = ([_NO_ROOM.format(", ".join(declined))] if declined else []) + ([_ANSWER_NOW] if opened else [])
     shown = tuple(page_id for page_id in args.ids if page_id in setup.tree)
     return "\n".join([*refused, *result.messages, *nudge]), shown
+
+
+def _consult_within(ids: Sequence[str], setup: _Setup, progress: _Progress, gate: _Gate) -> tuple[ZoomResult, tuple[str, ...]]:
+    """Consult ``ids`` in order, each page only while its rendered node fits the room left (the round's first
+    opened page always); the result of those opened, and the ids declined."""
+    state = progress.state
+    changed: list[str] = []
+    messages: list[str] = []
+    declined: list[str] = []
+    for page_id in dict.fromkeys(ids):
+        step = consult(state, setup.tree, [page_id])
+        if gate.pages is not None and page_id in step.changed:
+            cost = setup.room.count(render_node(_node(setup.tree, step.state, gate.pages, page_id)))
+            if gate.opened_any and progress.spent + cost > setup.room.tokens:
+                declined.append(page_id)
+                continue
+            progress.spent += cost
+            gate.opened_any = True
+        state = step.state
+        changed.extend(i for i in step.changed if i not in changed)
+        messages.extend(step.messages)
+    return ZoomResult(state, tuple(changed), tuple(messages)), tuple(declined)
 
 
 def _needed(tree: PageTree, state: ViewState, ids: Sequence[str]) -> tuple[str, ...]:
@@ -228,10 +284,11 @@ def zoom_rounds(
     names: ZoomNames,
     now: datetime,
     max_rounds: int,
+    room: Room,
     trace_limit: int = 20,
 ) -> Generator[ModelCall | NeedPages, Any, RoundsOutcome]:
     """Drive the rounds of one request (see the module docstring). ``max_rounds`` >= 0."""
-    setup = _Setup(tree, names, now, trace_limit)
+    setup = _Setup(tree, names, now, trace_limit, room)
     progress = _Progress(state, steps)
     conversation = list(messages)
     round_number = 0
@@ -251,7 +308,7 @@ def zoom_rounds(
         ours, theirs = split_calls(message, names)
         if ours and offer and theirs:
             for call in ours:  # resolved here; the client gets its own calls and comes back with their results
-                _apply(call, setup, progress)
+                _apply(call, setup, progress, _Gate(None))
         if not ours or not offer or theirs:
             return RoundsOutcome(_without_zoom(message, theirs), round_number, progress.state, progress.steps, tuple(progress.touched))
         results = yield from _answer_zoom_calls(ours, setup, progress)
@@ -281,11 +338,18 @@ def _replayable(call: Mapping[str, Any]) -> dict[str, Any]:
 def _answer_zoom_calls(
     calls: list[dict[str, Any]], setup: _Setup, progress: _Progress
 ) -> Generator[NeedPages, Any, list[dict[str, Any]]]:
-    """Apply the calls in order, then render the nodes they touched; one tool message per call."""
-    outcomes = [_apply(call, setup, progress) for call in calls]
-    shown = [page_id for _, ids in outcomes for page_id in ids]
-    needed = _needed(setup.tree, progress.state, list(dict.fromkeys(shown)))
+    """Apply the calls in order, then render the nodes they touched; one tool message per call. The pages are
+    loaded first, for every page the calls could open (a dry run), so that each Consult is measured before it opens."""
+    dry = progress.copy()
+    planned = [page_id for call in calls for page_id in _apply(call, setup, dry, _Gate(None))[1]]
+    needed = _needed(setup.tree, dry.state, list(dict.fromkeys(planned)))
     pages: Mapping[str, Page] = (yield NeedPages(needed)) if needed else {}
+    gate = _Gate(pages)
+    outcomes = [_apply(call, setup, progress, gate) for call in calls]
+    shown = [page_id for _, ids in outcomes for page_id in ids]
+    missing = [i for i in _needed(setup.tree, progress.state, list(dict.fromkeys(shown))) if i not in pages]
+    if missing:  # a Shelve after a Consult that did not open can leave a view the dry run did not have
+        pages = {**pages, **(yield NeedPages(tuple(missing)))}
     rendered: dict[str, str] = {}
     results = []
     for call, (text, ids) in zip(calls, outcomes):

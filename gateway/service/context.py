@@ -47,7 +47,7 @@ from gateway.core import (
 from gateway.core.outside import PoolExceeded
 from gateway.core.tokens import REPLY_PRIMING
 from gateway.core.instructions import InstructionCosts, instruction_costs
-from gateway.core.rounds import ZoomNames
+from gateway.core.rounds import Room, ZoomNames
 from gateway.core.worth import BACKGROUND_OVERHEAD
 from gateway.errors import ContextLengthExceeded
 from gateway.core.excerpt import ExcerptOption, named_source, query_source
@@ -87,6 +87,7 @@ class PagedContext:
     prompt_tokens: int
     history_tokens: int
     over_budget: bool
+    room: Room  # what the Consults of later rounds may open: the budget (or window) the first round left
     router_ms: float = 0.0
     added: tuple[str, ...] = ()
     selected_by: str = "heuristic"  # who chose the views (gateway.service.router.Selection.decided_by)
@@ -321,6 +322,7 @@ class ContextBuilder:
             prompt_tokens=fit.total_tokens,
             history_tokens=history_tokens,
             over_budget=fit.over_budget,
+            room=Room(max(0, limit - fit.total_tokens), counter.count),
             router_ms=router_ms,
             added=tuple(added),
             selected_by=selected_by,

@@ -97,6 +97,7 @@ class PagedChat:
             names=context.names,
             now=context.now,
             max_rounds=self._settings.max_rounds if single_choice else 0,
+            room=context.room,
             trace_limit=self._settings.trace_limit,
         )
 

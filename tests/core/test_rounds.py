@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from gateway.core.pages import Page, PageType
-from gateway.core.rounds import ModelCall, NeedPages, RoundsOutcome, ZoomNames, ZoomRoundFailed, split_calls, text_call, zoom_rounds
+from gateway.core.render import NodeSpec, render_node
+from gateway.core.rounds import ModelCall, NeedPages, Room, RoundsOutcome, ZoomNames, ZoomRoundFailed, split_calls, text_call, zoom_rounds
 from gateway.core.trace import Step
 from gateway.core.views import PageTree, View
 
@@ -60,8 +61,13 @@ def drive(
             return calls, loads, stop.value
 
 
-def rounds(tree: PageTree = FLAT, state: Mapping[str, View] | None = None, max_rounds: int = 3) -> Generator[ModelCall | NeedPages, Any, RoundsOutcome]:
-    return zoom_rounds(START, tree=tree, state=state or {}, steps=(), names=NAMES, now=NOW, max_rounds=max_rounds, trace_limit=5)
+ROOMY = Room(10**6, len)
+
+
+def rounds(
+    tree: PageTree = FLAT, state: Mapping[str, View] | None = None, max_rounds: int = 3, room: Room = ROOMY
+) -> Generator[ModelCall | NeedPages, Any, RoundsOutcome]:
+    return zoom_rounds(START, tree=tree, state=state or {}, steps=(), names=NAMES, now=NOW, max_rounds=max_rounds, room=room, trace_limit=5)
 
 
 def test_a_plain_answer_takes_one_round() -> None:
@@ -121,6 +127,44 @@ def test_parallel_zoom_calls_get_one_result_each_and_a_page_is_rendered_once() -
     assert first["content"].count("<Node") == 2 and "<Node" not in second["content"]
     assert "already in Detail" in second["content"]
     assert outcome.state == {A: View.DETAIL, B: View.DETAIL} and len(outcome.steps) == 3
+
+
+def node_tokens(page_id: str) -> int:
+    """What ``Room(…, len)`` charges for a page of ``PAGES`` opened on its own."""
+    return len(render_node(NodeSpec(PAGES[page_id], View.DETAIL)))
+
+
+def test_a_consult_opens_its_pages_in_order_while_they_fit_the_room_the_first_round_left() -> None:
+    room = Room(node_tokens(A) + node_tokens(B) - 1, len)  # one short of both
+    calls, loads, outcome = drive(rounds(room=room), [assistant(call("pcp_consult", {"reason": "r", "ids": [A, B]})), assistant(content="ok")])
+    result = calls[1].messages[-1]["content"]
+    assert loads == [NeedPages((A, B))]  # loaded before deciding: each page is measured before it opens
+    assert f'<Node id="{A}"' in result and f'<Node id="{B}"' not in result
+    assert f"not opened, the token budget is spent: {B}." in result
+    assert result.split("\n<Node")[0].endswith("call no tool unless you need another page.")
+    assert outcome.state == {A: View.DETAIL} and outcome.touched == (A,)
+    assert [s.target for s in outcome.steps] == [A]  # the trace holds what was opened
+    roomy = Room(node_tokens(A) + node_tokens(B), len)
+    _, _, outcome = drive(rounds(room=roomy), [assistant(call("pcp_consult", {"reason": "r", "ids": [A, B]})), assistant(content="ok")])
+    assert outcome.state == {A: View.DETAIL, B: View.DETAIL}
+
+
+def test_the_first_page_a_round_opens_always_opens_so_a_round_is_over_by_at_most_one_page() -> None:
+    none = Room(0, len)
+    both = assistant(call("pcp_consult", {"reason": "a", "ids": [A]}, "c1"), call("pcp_consult", {"reason": "b", "ids": [B]}, "c2"))
+    calls, _, outcome = drive(rounds(room=none), [both, assistant(call("pcp_consult", {"reason": "b", "ids": [B]})), assistant(content="ok")])
+    first, second = calls[1].messages[-2:]
+    assert f'<Node id="{A}"' in first["content"] and "not opened" in second["content"] and "<Node" not in second["content"]
+    assert calls[2].messages[-1]["content"].count(f'<Node id="{B}"') == 1  # the next round's first page opens
+    assert outcome.state == {A: View.DETAIL, B: View.DETAIL} and outcome.rounds == 3
+
+
+def test_a_page_already_open_costs_no_room() -> None:
+    calls, _, outcome = drive(
+        rounds(state={A: View.DETAIL}, room=Room(0, len)),
+        [assistant(call("pcp_consult", {"reason": "r", "ids": [A, B]})), assistant(content="ok")],
+    )
+    assert "already in Detail" in calls[1].messages[-1]["content"] and outcome.state == {A: View.DETAIL, B: View.DETAIL}
 
 
 def test_mixed_calls_resolve_ours_and_return_theirs() -> None:

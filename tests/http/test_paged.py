@@ -171,6 +171,30 @@ def test_consult_is_resolved_by_the_gateway(paged: GatewayProcess, upstream: Fak
     assert node.get("id") == target and node.get("view") == "Detail" and node.find("Content") is not None
 
 
+def _consult_every_closed_page(recorded: Recorded) -> Reply:
+    if recorded.body and any(m["role"] == "tool" for m in recorded.body["messages"]):
+        return Reply(content="Read the first.")
+    ids = _closed_ids(_xml(recorded))[:6]
+    return Reply(content=None, tool_calls=[ToolCall("pcp_consult", json.dumps({"reason": "all of them", "ids": ids}), id="call_all")])
+
+
+def test_a_consult_opens_only_what_the_budget_left_and_the_first_page_it_names(paged: GatewayProcess, upstream: FakeUpstream) -> None:
+    upstream.script(_consult_every_closed_page, _consult_every_closed_page)
+    messages = _ask(conversation(30), "Remind me of every fact?")
+    client = _client(paged, _thread(), **{"X-PCP-Budget": "900"})
+    raw = client.chat.completions.with_raw_response.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+    assert raw.parse().choices[0].message.content == "Read the first." and raw.headers["x-pcp-rounds"] == "2"
+    first, second = upstream.chat_requests[-2:]
+    assert first.body is not None and second.body is not None
+    asked = json.loads(second.body["messages"][-2]["tool_calls"][0]["function"]["arguments"])["ids"]
+    result = second.body["messages"][-1]["content"]
+    opened = [n.get("id") for n in etree.fromstring(f"<r>{result[result.index('<Node'):]}</r>".encode()).iter("Node")]
+    # the first round filled the budget: only the first page named opens, the rest are told why not
+    assert len(asked) == 6 and opened == asked[:1]
+    assert f"not opened, the token budget is spent: {', '.join(asked[1:])}." in result
+    assert TokenCounter().count_messages(first.body["messages"]) <= 900
+
+
 def _consult_first_folded(recorded: Recorded) -> Reply:
     if recorded.body and any(m["role"] == "tool" for m in recorded.body["messages"]):
         return Reply(content="Read it.")
