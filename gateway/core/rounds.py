@@ -141,7 +141,9 @@ class _Gate:
 
 _ANSWER_NOW = "Now answer the Query from this text, briefly; call no tool unless you need another page."
 _KEEP_OPEN = "not folded: you opened it for this Query, its text is above; answer the Query from it now"
-_NO_ROOM = "not opened, the token budget is spent: {}. Consult one alone only if the text above does not answer."
+# only the ids: a line saying the budget is spent (with or without "Consult one alone if …") made Qwen2.5-Coder-1.5B
+# Shelve the page it had just opened, in 4 of 4 recorded rounds, rather than answer from it
+_NO_ROOM = "{}: not opened."
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 

@@ -140,7 +140,7 @@ def test_a_consult_opens_its_pages_in_order_while_they_fit_the_room_the_first_ro
     result = calls[1].messages[-1]["content"]
     assert loads == [NeedPages((A, B))]  # loaded before deciding: each page is measured before it opens
     assert f'<Node id="{A}"' in result and f'<Node id="{B}"' not in result
-    assert f"not opened, the token budget is spent: {B}." in result
+    assert f"{B}: not opened." in result
     assert result.split("\n<Node")[0].endswith("call no tool unless you need another page.")
     assert outcome.state == {A: View.DETAIL} and outcome.touched == (A,)
     assert [s.target for s in outcome.steps] == [A]  # the trace holds what was opened
