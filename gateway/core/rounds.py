@@ -30,7 +30,7 @@ round: the client gets an answer from what the model has read so far, not an err
 The first round fits the request's token budget; what the Consults of later rounds open is bounded by the
 :class:`Room` it left. A Consult opens the pages it names in order while their rendered nodes fit what is left of
 the room; the first page a round opens always opens (a Consult that opened nothing would leave the model nowhere to
-go), so a round is over the budget by at most that one page. The pages it does not open are answered "not opened"
+go), so each later round adds at most one page beyond the budget. The pages it does not open are answered "not opened"
 and stay as they were: a small model that asks for seven pages at once then reads the one it named first, not
 seven pages it cannot tell apart.
 """
@@ -129,6 +129,17 @@ class _Progress:
     def copy(self) -> _Progress:
         return _Progress(self.state, self.steps, dict(self.touched), dict(self.opened), self.spent)
 
+    def adopt(self, other: _Progress) -> None:
+        self.state, self.steps, self.touched, self.opened, self.spent = other.state, other.steps, other.touched, other.opened, other.spent
+
+
+class _Unloaded(Exception):
+    """Measuring or rendering a page needs these pages, which are not loaded yet."""
+
+    def __init__(self, ids: Sequence[str]) -> None:
+        super().__init__(ids)
+        self.ids = tuple(ids)
+
 
 @dataclass
 class _Gate:
@@ -136,7 +147,12 @@ class _Gate:
     admits every page (the dry run that finds what to load)."""
 
     pages: Mapping[str, Page] | None
+    gone: frozenset[str] = frozenset()  # asked for and not in the store (deleted since the context was built)
     opened_any: bool = False
+
+    def unloaded(self, tree: PageTree, state: ViewState, ids: Sequence[str]) -> list[str]:
+        """The pages a rendering of ``ids`` needs that are neither loaded nor known to be gone."""
+        return [i for i in _needed(tree, state, ids) if i not in (self.pages or {}) and i not in self.gone]
 
 
 _ANSWER_NOW = "Now answer the Query from this text, briefly; call no tool unless you need another page."
@@ -244,7 +260,10 @@ def _consult_within(ids: Sequence[str], setup: _Setup, progress: _Progress, gate
     for page_id in dict.fromkeys(ids):
         step = consult(state, setup.tree, [page_id])
         if gate.pages is not None and page_id in step.changed:
-            cost = setup.room.count(render_node(_node(setup.tree, step.state, gate.pages, page_id)))
+            unloaded = gate.unloaded(setup.tree, step.state, [page_id])
+            if unloaded:
+                raise _Unloaded(unloaded)
+            cost = setup.room.count(render_node(_node(setup.tree, step.state, gate.pages, page_id))) if page_id in gate.pages else 0
             if gate.opened_any and progress.spent + cost > setup.room.tokens:
                 declined.append(page_id)
                 continue
@@ -272,8 +291,8 @@ def _needed(tree: PageTree, state: ViewState, ids: Sequence[str]) -> tuple[str, 
 
 def _node(tree: PageTree, state: ViewState, pages: Mapping[str, Page], page_id: str) -> NodeSpec:
     view = view_of(state, page_id)
-    if view is View.UNPACKED:
-        return NodeSpec(pages[page_id], view, tuple(_node(tree, state, pages, kid) for kid in tree.kids(page_id)))
+    if view is View.UNPACKED:  # a child deleted from the store since the context was built is left out
+        return NodeSpec(pages[page_id], view, tuple(_node(tree, state, pages, kid) for kid in tree.kids(page_id) if kid in pages))
     return NodeSpec(pages[page_id], view)
 
 
@@ -340,18 +359,28 @@ def _replayable(call: Mapping[str, Any]) -> dict[str, Any]:
 def _answer_zoom_calls(
     calls: list[dict[str, Any]], setup: _Setup, progress: _Progress
 ) -> Generator[NeedPages, Any, list[dict[str, Any]]]:
-    """Apply the calls in order, then render the nodes they touched; one tool message per call. The pages are
-    loaded first, for every page the calls could open (a dry run), so that each Consult is measured before it opens."""
+    """Apply the calls in order, then render the nodes they touched; one tool message per call. Each page a
+    Consult opens is measured before it opens, so the pages are loaded first: those the calls would touch if every
+    page opened (a dry run), then, in the rare case that a smaller opening needs others, those, applying the calls
+    again from the start."""
     dry = progress.copy()
     planned = [page_id for call in calls for page_id in _apply(call, setup, dry, _Gate(None))[1]]
     needed = _needed(setup.tree, dry.state, list(dict.fromkeys(planned)))
     pages: Mapping[str, Page] = (yield NeedPages(needed)) if needed else {}
-    gate = _Gate(pages)
-    outcomes = [_apply(call, setup, progress, gate) for call in calls]
-    shown = [page_id for _, ids in outcomes for page_id in ids]
-    missing = [i for i in _needed(setup.tree, progress.state, list(dict.fromkeys(shown))) if i not in pages]
-    if missing:  # a Shelve after a Consult that did not open can leave a view the dry run did not have
-        pages = {**pages, **(yield NeedPages(tuple(missing)))}
+    gone = frozenset(needed) - set(pages)
+    while True:
+        trial = progress.copy()
+        try:
+            gate = _Gate(pages, gone)
+            outcomes = [_apply(call, setup, trial, gate) for call in calls]
+            unloaded = gate.unloaded(setup.tree, trial.state, list(dict.fromkeys(i for _, ids in outcomes for i in ids)))
+            if unloaded:
+                raise _Unloaded(unloaded)
+            break
+        except _Unloaded as missing:
+            loaded: Mapping[str, Page] = yield NeedPages(missing.ids)
+            pages, gone = {**pages, **loaded}, gone | (set(missing.ids) - set(loaded))
+    progress.adopt(trial)
     rendered: dict[str, str] = {}
     results = []
     for call, (text, ids) in zip(calls, outcomes):

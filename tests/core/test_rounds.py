@@ -23,10 +23,11 @@ def page(pid: str, kind: PageType = PageType.ORIGINAL, sources: tuple[str, ...] 
     return Page(pid, kind, NOW, f"content of {pid}", f"summary of {pid}", ("kw",), 5, sources)
 
 
-A, B, C = "aaaaaaaa01", "bbbbbbbb02", "cccccccc03"
-PAGES = {A: page(A), B: page(B), C: page(C, PageType.CONSOLIDATED, (A, B))}
+A, B, C, D, E = "aaaaaaaa01", "bbbbbbbb02", "cccccccc03", "dddddddd04", "eeeeeeee05"
+PAGES = {A: page(A), B: page(B), C: page(C, PageType.CONSOLIDATED, (A, B)), D: page(D), E: page(E, PageType.CONSOLIDATED, (C, D))}
 FLAT = PageTree((A, B), {}, frozenset())
 NESTED = PageTree((C,), {C: (A, B)}, frozenset({C}))
+DEEP = PageTree((E,), {E: (C, D), C: (A, B)}, frozenset({C, E}))
 START = [{"role": "system", "content": "ctx"}, {"role": "user", "content": "q"}]
 
 
@@ -165,6 +166,28 @@ def test_a_page_already_open_costs_no_room() -> None:
         [assistant(call("pcp_consult", {"reason": "r", "ids": [A, B]})), assistant(content="ok")],
     )
     assert "already in Detail" in calls[1].messages[-1]["content"] and outcome.state == {A: View.DETAIL, B: View.DETAIL}
+
+
+def test_pages_a_consult_is_measured_on_are_loaded_even_when_a_later_call_of_the_round_folds_them() -> None:
+    # E holds C, C holds A and B. The dry run ends with E folded back to Detail (which folds C), so it loads only
+    # C and E; measuring the Consult needs C Unpacked, with its children: they are loaded before it is measured
+    calls, loads, outcome = drive(
+        rounds(DEEP, {E: View.UNPACKED, C: View.DETAIL}),
+        [assistant(call("pcp_consult", {"reason": "open", "ids": [C]}, "c1"), call("pcp_shelve", {"reason": "fold", "ids": [E]}, "c2")), assistant(content="ok")],
+    )
+    assert loads == [NeedPages((C, E)), NeedPages((A, B))]
+    assert "Detail → Unpacked" in calls[1].messages[-2]["content"] and outcome.state == {E: View.DETAIL}
+
+
+def test_a_page_gone_from_the_store_is_left_out_without_asking_again() -> None:
+    gen = rounds(NESTED, {C: View.DETAIL})
+    assert isinstance(next(gen), ModelCall)
+    load = gen.send(assistant(call("pcp_consult", {"reason": "open", "ids": [C]})))
+    assert load == NeedPages((C, A, B))
+    again = gen.send({C: PAGES[C], A: PAGES[A]})  # B was deleted since the context was built
+    assert isinstance(again, ModelCall)
+    result = again.messages[-1]["content"]
+    assert f'<Node id="{A}"' in result and f'<Node id="{B}"' not in result
 
 
 def test_mixed_calls_resolve_ours_and_return_theirs() -> None:
