@@ -30,7 +30,7 @@ round: the client gets an answer from what the model has read so far, not an err
 The first round fits the request's token budget; what the Consults of later rounds open is bounded by the
 :class:`Room` it left. A Consult opens the pages it names in order while their rendered nodes fit what is left of
 the room; the first page a round opens always opens (a Consult that opened nothing would leave the model nowhere to
-go), so each later round adds at most one page beyond the budget. The pages it does not open are answered "not opened"
+go), so each later round adds at most one page beyond the budget, and never one beyond the model's window. The pages it does not open are answered "not opened"
 and stay as they were: a small model that asks for seven pages at once then reads the one it named first, not
 seven pages it cannot tell apart.
 """
@@ -69,10 +69,13 @@ class ZoomNames:
 @dataclass(frozen=True)
 class Room:
     """What a request's Consults may open beyond its first round: ``tokens`` of rendered nodes (the budget less the
-    first round's prompt), each counted with ``count``."""
+    first round's prompt), each counted with ``count``. ``window``, when the model's is known, is what its window
+    leaves beyond the first round: no page opens past it, not even a round's first (the upstream would refuse the
+    whole request)."""
 
     tokens: int
     count: Callable[[str], int]
+    window: int | None = None
 
 
 @dataclass(frozen=True)
@@ -264,7 +267,8 @@ def _consult_within(ids: Sequence[str], setup: _Setup, progress: _Progress, gate
             if unloaded:
                 raise _Unloaded(unloaded)
             cost = setup.room.count(render_node(_node(setup.tree, step.state, gate.pages, page_id))) if page_id in gate.pages else 0
-            if gate.opened_any and progress.spent + cost > setup.room.tokens:
+            spent = progress.spent + cost
+            if (gate.opened_any and spent > setup.room.tokens) or (setup.room.window is not None and spent > setup.room.window):
                 declined.append(page_id)
                 continue
             progress.spent += cost

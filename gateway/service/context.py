@@ -322,7 +322,7 @@ class ContextBuilder:
             prompt_tokens=fit.total_tokens,
             history_tokens=history_tokens,
             over_budget=fit.over_budget,
-            room=Room(max(0, limit - fit.total_tokens), counter.count),
+            room=Room(max(0, limit - fit.total_tokens), counter.count, None if window is None else max(0, window - fit.total_tokens)),
             router_ms=router_ms,
             added=tuple(added),
             selected_by=selected_by,

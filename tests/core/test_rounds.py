@@ -160,6 +160,13 @@ def test_the_first_page_a_round_opens_always_opens_so_a_round_is_over_by_at_most
     assert outcome.state == {A: View.DETAIL, B: View.DETAIL} and outcome.rounds == 3
 
 
+def test_no_page_opens_past_the_models_window_not_even_a_rounds_first() -> None:
+    room = Room(0, len, window=node_tokens(A) - 1)
+    calls, _, outcome = drive(rounds(room=room), [assistant(call("pcp_consult", {"reason": "r", "ids": [A]})), assistant(content="ok")])
+    result = calls[1].messages[-1]["content"]
+    assert result == f"{A}: not opened." and outcome.state == {} and outcome.steps == ()
+
+
 def test_a_page_already_open_costs_no_room() -> None:
     calls, _, outcome = drive(
         rounds(state={A: View.DETAIL}, room=Room(0, len)),

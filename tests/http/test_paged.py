@@ -195,6 +195,21 @@ def test_a_consult_opens_only_what_the_budget_left_and_the_first_page_it_names(p
     assert TokenCounter().count_messages(first.body["messages"]) <= 900
 
 
+def test_a_consult_never_opens_a_page_past_the_models_window(paged: GatewayProcess, upstream: FakeUpstream) -> None:
+    thread, messages = _thread(), _ask(conversation(30), "Remind me of every fact?")
+    upstream.script(Reply(content="Seen."))
+    _client(paged, thread).chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+    target = _closed_ids(_xml(upstream.chat_requests[-1]))[0]  # a page of this thread, known from a wider request
+    upstream.script(Reply(content=None, tool_calls=[ToolCall("pcp_consult", json.dumps({"reason": "need it", "ids": [target]}))]), Reply(content="Answered."))
+    raw = _client(paged, thread).chat.completions.with_raw_response.create(model="tiny-window", messages=messages)  # type: ignore[arg-type]
+    assert raw.parse().choices[0].message.content == "Answered." and raw.headers["x-pcp-rounds"] == "2"
+    first, second = upstream.chat_requests[-2:]
+    assert first.body is not None and second.body is not None
+    # the first round left ~70 of the 400-token window: the page's Detail node does not fit, so it does not open
+    assert TokenCounter().count_messages(first.body["messages"]) <= 400
+    assert second.body["messages"][-1]["content"] == f"{target}: not opened."
+
+
 def _consult_first_folded(recorded: Recorded) -> Reply:
     if recorded.body and any(m["role"] == "tool" for m in recorded.body["messages"]):
         return Reply(content="Read it.")
