@@ -30,9 +30,9 @@ round: the client gets an answer from what the model has read so far, not an err
 The first round fits the request's token budget; what the Consults of later rounds open is bounded by the
 :class:`Room` it left. A Consult opens the pages it names in order while their rendered nodes fit what is left of
 the room; the first page a round opens always opens (a Consult that opened nothing would leave the model nowhere to
-go), so each later round adds at most one page beyond the budget, and never one beyond the model's window. The pages it does not open are answered "not opened"
-and stay as they were: a small model that asks for seven pages at once then reads the one it named first, not
-seven pages it cannot tell apart.
+go), so each later round adds at most one page beyond the budget, and never one beyond the model's window. The
+pages it does not open are answered "not opened" and stay as they were: a small model that asks for seven pages at
+once then reads the one it named first, not seven pages it cannot tell apart.
 """
 
 from __future__ import annotations

@@ -167,12 +167,12 @@ def test_no_page_opens_past_the_models_window_not_even_a_rounds_first() -> None:
     assert result == f"{A}: not opened." and outcome.state == {} and outcome.steps == ()
 
 
-def test_a_page_already_open_costs_no_room() -> None:
+def test_a_page_already_open_neither_costs_room_nor_counts_as_the_rounds_first() -> None:
     calls, _, outcome = drive(
         rounds(state={A: View.DETAIL}, room=Room(0, len)),
         [assistant(call("pcp_consult", {"reason": "r", "ids": [A, B]})), assistant(content="ok")],
     )
-    assert "already in Detail" in calls[1].messages[-1]["content"] and outcome.state == {A: View.DETAIL, B: View.DETAIL}
+    assert "already in Detail" in calls[1].messages[-1]["content"] and outcome.state == {A: View.DETAIL, B: View.DETAIL}  # B is the first
 
 
 def test_pages_a_consult_is_measured_on_are_loaded_even_when_a_later_call_of_the_round_folds_them() -> None:
