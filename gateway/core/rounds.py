@@ -132,9 +132,6 @@ class _Progress:
     def copy(self) -> _Progress:
         return _Progress(self.state, self.steps, dict(self.touched), dict(self.opened), self.spent)
 
-    def adopt(self, other: _Progress) -> None:
-        self.state, self.steps, self.touched, self.opened, self.spent = other.state, other.steps, other.touched, other.opened, other.spent
-
 
 class _Unloaded(Exception):
     """Measuring or rendering a page needs these pages, which are not loaded yet."""
@@ -336,7 +333,7 @@ def zoom_rounds(
                 _apply(call, setup, progress, _Gate(None))
         if not ours or not offer or theirs:
             return RoundsOutcome(_without_zoom(message, theirs), round_number, progress.state, progress.steps, tuple(progress.touched))
-        results = yield from _answer_zoom_calls(ours, setup, progress)
+        results, progress = yield from _answer_zoom_calls(ours, setup, progress)
         conversation.append({"role": "assistant", "content": message.get("content"), "tool_calls": [_replayable(c) for c in ours]})
         conversation.extend(results)
 
@@ -362,11 +359,11 @@ def _replayable(call: Mapping[str, Any]) -> dict[str, Any]:
 
 def _answer_zoom_calls(
     calls: list[dict[str, Any]], setup: _Setup, progress: _Progress
-) -> Generator[NeedPages, Any, list[dict[str, Any]]]:
-    """Apply the calls in order, then render the nodes they touched; one tool message per call. Each page a
-    Consult opens is measured before it opens, so the pages are loaded first: those the calls would touch if every
-    page opened (a dry run), then, in the rare case that a smaller opening needs others, those, applying the calls
-    again from the start."""
+) -> Generator[NeedPages, Any, tuple[list[dict[str, Any]], _Progress]]:
+    """Apply the calls in order to a copy of ``progress``, then render the nodes they touched: one tool message per
+    call, and the progress after them. Each page a Consult opens is measured before it opens, so the pages are
+    loaded first: those the calls would touch if every page opened (a dry run), then, in the rare case that a
+    smaller opening needs others, those, applying the calls again from the start."""
     dry = progress.copy()
     planned = [page_id for call in calls for page_id in _apply(call, setup, dry, _Gate(None))[1]]
     needed = _needed(setup.tree, dry.state, list(dict.fromkeys(planned)))
@@ -384,15 +381,14 @@ def _answer_zoom_calls(
         except _Unloaded as missing:
             loaded: Mapping[str, Page] = yield NeedPages(missing.ids)
             pages, gone = {**pages, **loaded}, gone | (set(missing.ids) - set(loaded))
-    progress.adopt(trial)
     rendered: dict[str, str] = {}
     results = []
     for call, (text, ids) in zip(calls, outcomes):
         nodes = []
         for page_id in ids:
             if page_id not in rendered and page_id in pages:
-                rendered[page_id] = render_node(_node(setup.tree, progress.state, pages, page_id)).rstrip("\n")
+                rendered[page_id] = render_node(_node(setup.tree, trial.state, pages, page_id)).rstrip("\n")
                 nodes.append(rendered[page_id])
         content = text if not nodes else text + "\n" + "\n".join(nodes)
         results.append({"role": "tool", "tool_call_id": call.get("id", ""), "content": content})
-    return results
+    return results, trial
