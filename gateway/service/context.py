@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from gateway.adapters.embedder import Embedder
@@ -45,6 +45,7 @@ from gateway.core import (
     view_of,
 )
 from gateway.core.outside import PoolExceeded
+from gateway.core.pages import utc
 from gateway.core.tokens import REPLY_PRIMING
 from gateway.core.instructions import InstructionCosts, instruction_costs
 from gateway.core.rounds import Room, ZoomNames
@@ -56,14 +57,15 @@ from gateway.core.postings import Documents
 from gateway.service.candidate_pool import POOL_SPARES, candidate_pool, kept_table, refreshed
 from gateway.service.page_tree import open_folded_kept, visible_tree
 from gateway.service.router import Router
-from gateway.service.ingest import Ingestion
+from gateway.service.ingest import History, Ingestion
 from gateway.service.page_excerpts import PageExcerpts
 
 __all__ = ["PagedContext", "ContextBuilder", "zoom_names"]
 
 CONTAINER_SHARE = 0.25  # a laid-open container's relevance: this share of its best page's
 # The exchanges before the last stay verbatim messages while the recent ones take at most this share of the
-# budget; longer ones (a burst of messages, a long code reply) are paged like the rest. The last stays whole.
+# budget; longer ones (a burst of messages, a long code reply) are paged like the rest. The last stays whole in
+# its sitting (ContextBuilder._same_sitting); after a pause it is held to the same share.
 RECENT_SHARE = 0.25
 QUERY_CHARS = 500  # a longer live message is named in <Query> by its lead: the message itself follows, verbatim
 SKELETON_TOKENS = 65  # the PagedContext's tags and clock around the instructions and the query (cl100k, measured)
@@ -188,7 +190,8 @@ class ContextBuilder:
         query = _query(split.tail)
         scaffolding = [m for i in sorted(scaffold) for m in split.blocks[i].messages]
         tokens = _MessageTokens(counter)  # the request's own messages, counted once however often they are sent
-        cut = self._verbatim_from(blocks, budget, counter, tokens, [*split.system, *scaffolding, *split.tail], query)
+        follows = await self._same_sitting(stored)
+        cut = self._verbatim_from(blocks, budget, counter, tokens, [*split.system, *scaffolding, *split.tail], query, follows)
         recent_ids = set(ids[cut:])
         pool = [i for i in dict.fromkeys(ids[:cut]) if i not in recent_ids]
         tree, manifests = await visible_tree(snapshot, pool, set(ids))
@@ -421,6 +424,19 @@ class ContextBuilder:
             worth_tokens=round(page.tokens * share) if share < 1.0 else None,
         )
 
+    async def _same_sitting(self, history: History) -> bool:
+        """Whether the live turn was asked within `pcp.idle_flush_minutes` of the question of the exchange it
+        follows: the quiet time after which that exchange's topic is flushed ends the sitting too. A user back
+        after a pause asks afresh ("apply that" is said in the sitting that produced "that"), so the last
+        exchange is then history like the rest. Unknown (no stored exchange, a clock that went back): the same."""
+        if not history.ids:
+            return True
+        last = (await history.snapshot.manifests(history.ids[-1:])).get(history.ids[-1])
+        if last is None:
+            return True
+        pause = utc(history.asked_at) - utc(last.page.timestamp)
+        return pause <= timedelta(minutes=self._settings.idle_flush_minutes)
+
     def _verbatim_from(
         self,
         blocks: Sequence[Block],
@@ -429,17 +445,21 @@ class ContextBuilder:
         tokens: _MessageTokens,
         client: Sequence[Mapping[str, Any]],
         query: str,
+        follows: bool,
     ) -> int:
         """Where the verbatim recent exchanges begin: the last `pcp.recent_turns` blocks while they take at most
-        RECENT_SHARE of the budget, else only the last one (the exchange the live turn follows stays whole) —
-        unless even that one would not fit next to the client's own parts (`client`) and the instructions: then
-        it is paged too, since history must fit the budget."""
+        RECENT_SHARE of the budget, else only the last one. In the sitting it was said in (``follows``) the
+        exchange the live turn follows stays whole; after a pause it is kept only while it alone takes at most
+        that share, as the ones before it are. Either way it is paged when it would not fit next to the
+        client's own parts (`client`) and the instructions, since history must fit the budget."""
         first = max(len(blocks) - self._settings.recent_turns, 0)
         if first == len(blocks):
             return first
         sizes = [REPLY_PRIMING + tokens.total(block.messages) for block in blocks[first:]]
         if len(sizes) > 1 and sum(sizes) > RECENT_SHARE * budget:
             first, sizes = len(blocks) - 1, sizes[-1:]
+        if not follows and sizes[-1] > RECENT_SHARE * budget:
+            return len(blocks)
         skeleton = REPLY_PRIMING + tokens.total(client) + counter.count(system_instructions()) + SKELETON_TOKENS + counter.count(_shown_query(query))
         return first if skeleton + sum(sizes) <= budget else len(blocks)
 

@@ -36,8 +36,8 @@ SAVE_COMMAND = "/save"
 @dataclass(frozen=True)
 class History:
     """A request's messages as stored: its split, the scaffolding blocks, the positions of the conversation's
-    blocks (the ones paged), their page ids in order, the ids that were new, and what the request read of the
-    thread."""
+    blocks (the ones paged), their page ids in order, the ids that were new, what the request read of the
+    thread, and when the live turn was first asked (a retry or a client's tool round asks it again later)."""
 
     split: Split
     scaffold: frozenset[int]
@@ -45,6 +45,7 @@ class History:
     ids: list[str]
     added: list[str]
     snapshot: ThreadSnapshot
+    asked_at: datetime
 
 
 def _asked_at(
@@ -158,10 +159,12 @@ class Ingestion:
         scaffold = await self._scaffolding(thread, split, snapshot, store=store)
         keep = self.conversation(split.blocks, scaffold)
         known = [split.ids[i] for i in keep]
-        if not store:
-            return History(split, scaffold, keep, known, [], snapshot)
-        ids, added = await self.ingest(thread, [split.blocks[i] for i in keep], now, known, snapshot)
         asking = "\n".join(message_text(m) for m in split.tail if m.get("role") == "user")
-        if asking and (snapshot.asked is None or snapshot.asked[0] != page_id(asking)):
+        before = snapshot.asked if asking and snapshot.asked and snapshot.asked[0] == page_id(asking) else None
+        asked_at = now if before is None else min(datetime.fromtimestamp(before[1], now.tzinfo), now)
+        if not store:
+            return History(split, scaffold, keep, known, [], snapshot, asked_at)
+        ids, added = await self.ingest(thread, [split.blocks[i] for i in keep], now, known, snapshot)
+        if asking and before is None:
             await self._store.save_asked(thread, page_id(asking), now.timestamp())
-        return History(split, scaffold, keep, ids, added, snapshot)
+        return History(split, scaffold, keep, ids, added, snapshot, asked_at)

@@ -477,6 +477,30 @@ def test_long_recent_exchanges_are_paged_and_the_budget_holds(paged: GatewayProc
     assert "line 17: violin bows need rosin, setting 17" in shown
 
 
+@pytest.mark.parametrize(("pause", "whole"), [("00:05", True), ("02:00", False)])
+def test_the_last_exchange_stays_whole_in_its_sitting_and_is_history_after_a_pause(paged: GatewayProcess, upstream: FakeUpstream, pause: str, whole: bool) -> None:
+    # the last exchange is a long code reply (over a quarter of the budget): asked five minutes after it, the live
+    # turn may mean it ("apply that"), so it stays whole; two hours later (past pcp.idle_flush_minutes) it is
+    # history like the rest and only the part that matches is shown. A retry of the live turn later does not
+    # change which sitting it was asked in.
+    asked = "Write the rosin helper for violin bows."
+    code = "\n".join(f"    bow_{k} = tune(rosin={k}, strings=4)  # setting {k} for violin bows" for k in range(30))
+    exchange = [{"role": "user", "content": asked}, {"role": "assistant", "content": f"Here:\n{code}"}]
+    history = [*conversation(20), exchange[0]]
+    thread = _thread()
+    _client(paged, thread, **{"X-PCP-Time": "2024-03-01T10:00:00"}).chat.completions.create(model="fake-model", messages=history)  # type: ignore[arg-type]
+    messages = _ask([*history, exchange[1]], "Which rosin setting did bow_17 get?")
+    assert TokenCounter().count_messages(exchange) > BUDGET // 4
+    for at in (f"2024-03-01T{10 + int(pause[:2]):02d}:{pause[3:]}:00", "2024-03-01T15:00:00"):
+        _client(paged, thread, **{"X-PCP-Time": at}).chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+        sent = upstream.chat_requests[-1].body
+        assert sent is not None and TokenCounter().count_messages(sent["messages"]) <= BUDGET
+        contents = [m["content"] for m in sent["messages"][1:]]
+        assert contents == ([*(m["content"] for m in exchange), messages[-1]["content"]] if whole else [messages[-1]["content"]])
+        shown = (_xml(upstream.chat_requests[-1]).findtext("Background_Context") or "") + "".join(n.findtext("Content") or "" for n in _xml(upstream.chat_requests[-1]).iter("Node"))
+        assert whole or "bow_17 = tune(rosin=17" in shown
+
+
 def test_an_excerpt_shows_the_matching_messages_of_a_long_page_verbatim(paged: GatewayProcess, upstream: FakeUpstream) -> None:
     # one old exchange of 30 short messages holds the fact; the budget cannot show it whole next to the rest
     fact = "msg 0.17: the spare key is under the blue flowerpot by the shed"
