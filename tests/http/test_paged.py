@@ -477,27 +477,27 @@ def test_long_recent_exchanges_are_paged_and_the_budget_holds(paged: GatewayProc
     assert "line 17: violin bows need rosin, setting 17" in shown
 
 
-@pytest.mark.parametrize(("pause", "whole"), [("00:05", True), ("02:00", False)])
-def test_the_last_exchange_stays_whole_in_its_sitting_and_is_history_after_a_pause(paged: GatewayProcess, upstream: FakeUpstream, pause: str, whole: bool) -> None:
-    # the last exchange is a long code reply (over a quarter of the budget): asked five minutes after it, the live
-    # turn may mean it ("apply that"), so it stays whole; two hours later (past pcp.idle_flush_minutes) it is
-    # history like the rest and only the part that matches is shown. A retry of the live turn later does not
-    # change which sitting it was asked in.
-    asked = "Write the rosin helper for violin bows."
+@pytest.mark.parametrize(("asked_at", "whole"), [("2024-03-01T10:05:00", True), ("2024-03-01T12:00:00", False)])
+def test_the_last_exchange_stays_whole_in_its_sitting_and_is_history_after_a_pause(paged: GatewayProcess, upstream: FakeUpstream, asked_at: str, whole: bool) -> None:
+    # the last exchange (asked at 10:00) is a long code reply, over a quarter of the budget: asked five minutes
+    # after it, the live turn may mean it ("apply that"), so it stays whole; two hours later (past
+    # pcp.idle_flush_minutes) it is history like the rest and only the part that matches is shown. The same
+    # request sent again at 15:00 (a retry) was still asked when it was first asked.
     code = "\n".join(f"    bow_{k} = tune(rosin={k}, strings=4)  # setting {k} for violin bows" for k in range(30))
-    exchange = [{"role": "user", "content": asked}, {"role": "assistant", "content": f"Here:\n{code}"}]
+    exchange = [{"role": "user", "content": "Write the rosin helper for violin bows."}, {"role": "assistant", "content": f"Here:\n{code}"}]
     history = [*conversation(20), exchange[0]]
     thread = _thread()
     _client(paged, thread, **{"X-PCP-Time": "2024-03-01T10:00:00"}).chat.completions.create(model="fake-model", messages=history)  # type: ignore[arg-type]
     messages = _ask([*history, exchange[1]], "Which rosin setting did bow_17 get?")
     assert TokenCounter().count_messages(exchange) > BUDGET // 4
-    for at in (f"2024-03-01T{10 + int(pause[:2]):02d}:{pause[3:]}:00", "2024-03-01T15:00:00"):
+    for at in (asked_at, "2024-03-01T15:00:00"):
         _client(paged, thread, **{"X-PCP-Time": at}).chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
         sent = upstream.chat_requests[-1].body
         assert sent is not None and TokenCounter().count_messages(sent["messages"]) <= BUDGET
-        contents = [m["content"] for m in sent["messages"][1:]]
-        assert contents == ([*(m["content"] for m in exchange), messages[-1]["content"]] if whole else [messages[-1]["content"]])
-        shown = (_xml(upstream.chat_requests[-1]).findtext("Background_Context") or "") + "".join(n.findtext("Content") or "" for n in _xml(upstream.chat_requests[-1]).iter("Node"))
+        verbatim = [m["content"] for m in sent["messages"][1:]]
+        assert verbatim == ([*(m["content"] for m in exchange), messages[-1]["content"]] if whole else [messages[-1]["content"]])
+        root = _xml(upstream.chat_requests[-1])
+        shown = (root.findtext("Background_Context") or "") + "".join(n.findtext("Content") or "" for n in root.iter("Node"))
         assert whole or "bow_17 = tune(rosin=17" in shown
 
 
