@@ -29,11 +29,13 @@ def _schema(name: str, description: str, reason: str, ids: str) -> dict[str, Any
             "description": description,
             "parameters": {
                 "type": "object",
+                # ids first: a model writes the arguments in this order, and a call cut short (by the client's
+                # max_tokens) is answered for the ids it completed; a long reason written first leaves none
                 "properties": {
-                    "reason": {"type": "string", "description": reason},
                     "ids": {"type": "array", "items": {"type": "string"}, "description": ids},
+                    "reason": {"type": "string", "description": reason},
                 },
-                "required": ["reason", "ids"],
+                "required": ["ids", "reason"],
                 "additionalProperties": False,
             },
         },
@@ -80,7 +82,7 @@ class ToolArgError:
 
 
 def _usage(tool: str) -> str:
-    return f'Call {tool} again with arguments like {{"reason": "why you need it", "ids": ["a1b2c3d4e5"]}}.'
+    return f'Call {tool} again with arguments like {{"ids": ["a1b2c3d4e5"], "reason": "why you need it"}}.'
 
 
 def _ids(raw: object) -> list[str] | None:

@@ -15,7 +15,8 @@ def test_schemas_are_openai_functions(schema: dict[str, object], name: str) -> N
     assert function["name"] == name
     assert function["description"]
     parameters = function["parameters"]
-    assert parameters["required"] == ["reason", "ids"]
+    assert parameters["required"] == ["ids", "reason"]
+    assert list(parameters["properties"]) == ["ids", "reason"]  # written in this order: a call cut short keeps its ids
     assert parameters["properties"]["ids"]["type"] == "array"
     assert parameters["properties"]["ids"]["items"] == {"type": "string"}
     assert parameters["properties"]["reason"]["type"] == "string"
