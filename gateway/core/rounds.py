@@ -16,7 +16,9 @@ one last call is made without them; zoom calls the model makes anyway are droppe
 A small model sometimes writes a zoom call as its message's text (``{"name": "pcp_consult", "arguments": …}``)
 instead of as a tool call, above all in that last, tool-less round, where nothing parses it: such a text is taken
 as the call it is (answered in a round that offers the tools, dropped in the last one), so it never reaches the
-client as an answer. A Shelve of a page that a Consult opened during the same request is refused with a nudge
+client as an answer. When the last round holds nothing but such calls, the model is asked once more, with what
+the zoom rounds showed it appended to the Paged Context and no tool exchange left to imitate: dropped, the calls
+would leave the client an empty answer. A Shelve of a page that a Consult opened during the same request is refused with a nudge
 to answer (the model otherwise folds the page it just read and asks for it again).
 
 A zoom call cut short (by ``max_tokens``) is answered for the ids it had completed and sent back as far as it was
@@ -331,11 +333,26 @@ def zoom_rounds(
         if ours and offer and theirs:
             for call in ours:  # resolved here; the client gets its own calls and comes back with their results
                 _apply(call, setup, progress, _Gate(None))
+        if ours and not offer and not theirs and not message.get("content") and conversation[len(messages):]:
+            # the last round held nothing but zoom calls, which no round answers now: dropped, they would leave the
+            # client an empty answer. Asked once more with what the model read folded into the context, and no
+            # tool exchange left to imitate.
+            round_number += 1
+            message = _with_text_call((yield ModelCall(_read(messages, conversation[len(messages):]), False, round_number)), names)
+            ours, theirs = split_calls(message, names)
         if not ours or not offer or theirs:
             return RoundsOutcome(_without_zoom(message, theirs), round_number, progress.state, progress.steps, tuple(progress.touched))
         results, progress = yield from _answer_zoom_calls(ours, setup, progress)
         conversation.append({"role": "assistant", "content": message.get("content"), "tool_calls": [_replayable(c) for c in ours]})
         conversation.extend(results)
+
+
+def _read(messages: Sequence[Mapping[str, Any]], rounds: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
+    """The first round's ``messages`` with the results of the zoom ``rounds`` that followed appended to its
+    system message (the Paged Context), the rounds' tool calls left out."""
+    read = "\n\n".join(str(m.get("content") or "") for m in rounds if m.get("role") == "tool")
+    head = messages[0]
+    return ({**head, "content": f"{head.get('content') or ''}\n\n{read}"}, *messages[1:])
 
 
 def _replayable(call: Mapping[str, Any]) -> dict[str, Any]:

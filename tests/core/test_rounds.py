@@ -290,10 +290,25 @@ def test_a_zoom_call_written_as_text_is_answered_like_a_tool_call(text: str) -> 
 
 
 def test_a_zoom_call_written_as_text_in_the_last_round_never_reaches_the_client() -> None:
+    # asked once more (below) and written again: dropped, with no further round
     text = '{"name": "pcp_consult", "arguments": {"reason": "r", "ids": ["bbbbbbbb02"]}}'
-    calls, _, outcome = drive(rounds(max_rounds=1), [assistant(call("pcp_consult", {"reason": "r", "ids": [A]})), assistant(content=text)])
-    assert [c.offer_zoom for c in calls] == [True, False]
-    assert outcome.reply == {"role": "assistant", "content": None} and outcome.state == {A: View.DETAIL}
+    calls, _, outcome = drive(rounds(max_rounds=1), [assistant(call("pcp_consult", {"reason": "r", "ids": [A]})), assistant(content=text), assistant(content=text)])
+    assert [c.offer_zoom for c in calls] == [True, False, False]
+    assert outcome.reply == {"role": "assistant", "content": None} and outcome.state == {A: View.DETAIL} and outcome.rounds == 3
+
+
+def test_a_last_round_of_nothing_but_zoom_calls_is_asked_again_with_what_was_read_in_the_context() -> None:
+    text = '{"name": "pcp_consult", "arguments": {"ids": ["bbbbbbbb02"], "reason": "r"}}'
+    replies = [assistant(call("pcp_consult", {"reason": "r", "ids": [A]})), assistant(call("pcp_shelve", {"reason": "r", "ids": [A]})), assistant(content=text), assistant(content="from what I read")]
+    calls, _, outcome = drive(rounds(max_rounds=2), replies)
+    assert [c.offer_zoom for c in calls] == [True, True, False, False] and [c.round for c in calls] == [1, 2, 3, 4]
+    system, *rest = calls[-1].messages
+    assert rest == START[1:]  # no tool exchange left to imitate
+    assert system["content"].startswith("ctx\n\n") and "content of aaaaaaaa01" in system["content"]  # what Consult opened
+    assert outcome.reply == {"role": "assistant", "content": "from what I read"} and outcome.rounds == 4
+    # a last round with text, or with no zoom round before it, is the answer as it is
+    calls, _, outcome = drive(rounds(max_rounds=0), [assistant(content=text)])
+    assert len(calls) == 1 and outcome.reply["content"] is None
 
 
 @pytest.mark.parametrize("text", [None, "", "plain answer", "{not json", '{"name": "get_weather", "arguments": {}}', "[1, 2]", '"pcp_consult"'])

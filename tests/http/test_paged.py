@@ -517,6 +517,31 @@ def test_an_excerpt_shows_the_matching_messages_of_a_long_page_verbatim(paged: G
 
 
 @pytest.mark.parametrize("stream", [False, True])
+def test_a_last_round_of_only_a_zoom_call_is_asked_again_and_the_client_gets_an_answer(paged: GatewayProcess, upstream: FakeUpstream, stream: bool) -> None:
+    # a small model spends every zoom round, then writes a Consult as the text of the tool-less last round (seen
+    # with Qwen at max_tokens 48): asked once more with what it read in the context, it answers
+    def consult(recorded: Recorded) -> Reply:
+        target = _closed_ids(_xml(recorded))[0]
+        return Reply(content=None, tool_calls=[ToolCall("pcp_consult", json.dumps({"ids": [target], "reason": "need it"}))])
+
+    as_text = Reply(content=json.dumps({"name": "pcp_consult", "arguments": {"ids": ["0123456789"], "reason": "more"}}))
+    upstream.script(consult, consult, consult, as_text, Reply(content="From the page I read."))  # max_rounds 3
+    client = _client(paged, _thread())
+    messages = _ask(conversation(30), "Remind me of the fact about tax forms?")
+    if stream:
+        chunks = list(client.chat.completions.create(model="fake-model", messages=messages, stream=True))  # type: ignore[arg-type]
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    else:
+        text = client.chat.completions.create(model="fake-model", messages=messages).choices[0].message.content or ""  # type: ignore[arg-type]
+    assert text == "From the page I read."
+    first, before, last = (upstream.chat_requests[i].body for i in (-5, -2, -1))
+    assert first is not None and before is not None and last is not None
+    assert last["messages"][1:] == first["messages"][1:] and not last.get("tools")  # no tool exchange left
+    opened = [m["content"] for m in before["messages"] if m["role"] == "tool"]
+    assert len(opened) == 3 and all(o in last["messages"][0]["content"] for o in opened)
+
+
+@pytest.mark.parametrize("stream", [False, True])
 def test_a_zoom_call_written_as_text_is_resolved_and_never_reaches_the_client(paged: GatewayProcess, upstream: FakeUpstream, stream: bool) -> None:
     # a small model writes its Consult as the message's text (it did in the real-model suite): the gateway answers
     # it like a tool call, and a text that only looks like one at first is still streamed whole
