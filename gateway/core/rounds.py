@@ -18,8 +18,8 @@ instead of as a tool call, above all in that last, tool-less round, where nothin
 as the call it is (answered in a round that offers the tools, dropped in the last one), so it never reaches the
 client as an answer. When the last round holds nothing but such calls, the model is asked once more, with what
 the zoom rounds showed it appended to the Paged Context and no tool exchange left to imitate: dropped, the calls
-would leave the client an empty answer. A Shelve of a page that a Consult opened during the same request is refused with a nudge
-to answer (the model otherwise folds the page it just read and asks for it again).
+would leave the client an empty answer. A Shelve of a page that a Consult opened during the same request is
+refused with a nudge to answer (the model otherwise folds the page it just read and asks for it again).
 
 A zoom call cut short (by ``max_tokens``) is answered for the ids it had completed and sent back as far as it was
 read (other arguments that are not JSON, with ``{}``): a server that renders the conversation for its model parses
