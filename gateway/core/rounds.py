@@ -333,12 +333,10 @@ def zoom_rounds(
         if ours and offer and theirs:
             for call in ours:  # resolved here; the client gets its own calls and comes back with their results
                 _apply(call, setup, progress, _Gate(None))
-        if ours and not offer and not theirs and not message.get("content") and conversation[len(messages):]:
-            # the last round held nothing but zoom calls, which no round answers now: dropped, they would leave the
-            # client an empty answer. Asked once more with what the model read folded into the context, and no
-            # tool exchange left to imitate.
+        zoomed = conversation[len(messages):]
+        if ours and not offer and not theirs and not message.get("content") and zoomed:  # see the module docstring
             round_number += 1
-            message = _with_text_call((yield ModelCall(_read(messages, conversation[len(messages):]), False, round_number)), names)
+            message = _with_text_call((yield ModelCall(_read(messages, zoomed), False, round_number)), names)
             ours, theirs = split_calls(message, names)
         if not ours or not offer or theirs:
             return RoundsOutcome(_without_zoom(message, theirs), round_number, progress.state, progress.steps, tuple(progress.touched))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from gateway.adapters.embedder import Embedder
@@ -45,7 +45,6 @@ from gateway.core import (
     view_of,
 )
 from gateway.core.outside import PoolExceeded
-from gateway.core.pages import utc
 from gateway.core.tokens import REPLY_PRIMING
 from gateway.core.instructions import InstructionCosts, instruction_costs
 from gateway.core.rounds import Room, ZoomNames
@@ -434,8 +433,7 @@ class ContextBuilder:
         last = (await history.snapshot.manifests(history.ids[-1:])).get(history.ids[-1])
         if last is None:
             return True
-        pause = utc(history.asked_at) - utc(last.page.timestamp)
-        return pause <= timedelta(minutes=self._settings.idle_flush_minutes)
+        return history.asked_at.timestamp() - last.written_ts <= self._settings.idle_flush_minutes * 60
 
     def _verbatim_from(
         self,

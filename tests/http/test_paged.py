@@ -75,6 +75,19 @@ def _folded_ids(root: etree._Element) -> list[str]:
     return re.findall(r"^\[([0-9a-f]+)\] ", text, re.MULTILINE)
 
 
+def _shown(root: etree._Element) -> str:
+    """The text of the Background_Context and of every Node's Content."""
+    return (root.findtext("Background_Context") or "") + "".join(n.findtext("Content") or "" for n in root.iter("Node"))
+
+
+def _reply_text(client: openai.OpenAI, messages: list[dict[str, Any]], stream: bool) -> tuple[str, list[Any]]:
+    """The answer's text, streamed or not, and the stream's chunks (none when not streamed)."""
+    if not stream:
+        return client.chat.completions.create(model="fake-model", messages=messages).choices[0].message.content or "", []  # type: ignore[arg-type]
+    chunks = list(client.chat.completions.create(model="fake-model", messages=messages, stream=True))  # type: ignore[arg-type]
+    return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices), chunks
+
+
 def _closed_ids(root: etree._Element) -> list[str]:
     """Pages the model sees but not in Detail: Summary nodes, then folded lines."""
     return _node_ids(root, "Summary") + _folded_ids(root)
@@ -473,7 +486,7 @@ def test_long_recent_exchanges_are_paged_and_the_budget_holds(paged: GatewayProc
     assert [m["content"] for m in sent["messages"][1:]] == [m["content"] for m in last] + [question]  # the last whole
     # the one before it is paged, and the line that matches is there verbatim
     root = _xml(upstream.chat_requests[-1])
-    shown = (root.findtext("Background_Context") or "") + "".join(n.findtext("Content") or "" for n in root.iter("Node"))
+    shown = _shown(root)
     assert "line 17: violin bows need rosin, setting 17" in shown
 
 
@@ -497,7 +510,7 @@ def test_the_last_exchange_stays_whole_in_its_sitting_and_is_history_after_a_pau
         verbatim = [m["content"] for m in sent["messages"][1:]]
         assert verbatim == ([*(m["content"] for m in exchange), messages[-1]["content"]] if whole else [messages[-1]["content"]])
         root = _xml(upstream.chat_requests[-1])
-        shown = (root.findtext("Background_Context") or "") + "".join(n.findtext("Content") or "" for n in root.iter("Node"))
+        shown = _shown(root)
         assert whole or "bow_17 = tune(rosin=17" in shown
 
 
@@ -528,11 +541,7 @@ def test_a_last_round_of_only_a_zoom_call_is_asked_again_and_the_client_gets_an_
     upstream.script(consult, consult, consult, as_text, Reply(content="From the page I read."))  # max_rounds 3
     client = _client(paged, _thread())
     messages = _ask(conversation(30), "Remind me of the fact about tax forms?")
-    if stream:
-        chunks = list(client.chat.completions.create(model="fake-model", messages=messages, stream=True))  # type: ignore[arg-type]
-        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-    else:
-        text = client.chat.completions.create(model="fake-model", messages=messages).choices[0].message.content or ""  # type: ignore[arg-type]
+    text, _ = _reply_text(client, messages, stream)
     assert text == "From the page I read."
     first, before, last = (upstream.chat_requests[i].body for i in (-5, -2, -1))
     assert first is not None and before is not None and last is not None
@@ -552,12 +561,9 @@ def test_a_zoom_call_written_as_text_is_resolved_and_never_reaches_the_client(pa
     upstream.script(text_consult, Reply(content='{"note": "braces, but an answer"} done'))
     client = _client(paged, _thread())
     messages = _ask(conversation(30), "Remind me of the fact about tax forms?")
+    text, chunks = _reply_text(client, messages, stream)
     if stream:
-        chunks = list(client.chat.completions.create(model="fake-model", messages=messages, stream=True))  # type: ignore[arg-type]
-        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
         assert [c.choices[0].delta.role for c in chunks if c.choices and c.choices[0].delta.role] == ["assistant"]
-    else:
-        text = client.chat.completions.create(model="fake-model", messages=messages).choices[0].message.content or ""  # type: ignore[arg-type]
     assert text == '{"note": "braces, but an answer"} done'
     second = upstream.chat_requests[-1].body
     assert second is not None and second["messages"][-1]["role"] == "tool" and "Detail" in second["messages"][-1]["content"]
