@@ -8,10 +8,10 @@
    between the query's embedding (of the query without the words most of the thread's pages
    contain) and the page's stored embedding (computed once, at ingestion),
    plus a share of its neighbours' scores; the pages written on the days the query names ("10 days ago",
-   `gateway.core.when`) are raised by the odds that those days single them out; the best `pcp.shortlist`
-   pages are kept. A question about the user
-   is matched on the user's own messages: their terms, and the better of their embedding and their best
-   sentence's.
+   `gateway.core.when`) are raised by the odds that those days single them out, and so are the pages that
+   state a duration when the query asks how long a state has lasted; the best `pcp.shortlist` pages are kept.
+   A question about the user is matched on the user's own messages: their terms, and the better of their
+   embedding and their best sentence's.
 3. Relevance selection: with `pcp.router_model`, one call to that model decides Detail / Summary /
    leave out for the shortlist, within `pcp.router_timeout_ms`; without it, or when it times out,
    fails or answers something unusable, the heuristic on the broad-match scores decides. A request
@@ -66,6 +66,9 @@ QUERY_VECTORS = 256  # query embeddings kept per process, least recently used ou
 COMMON_SHARE = 0.5  # a word found in more than half of the thread's pages is left out of the embedded query
 # the words with which a page tells of an event of its own day or of the day before (see `_dated`)
 TELLING_TERMS = tuple(terms("today tonight yesterday"))
+# the units in which a page states how long something lasted or has lasted ("3 years and 9 months", see `_lasting`)
+DURATION_TERMS = tuple(terms("minutes hours days weeks months years decades"))
+_HOW_LONG = re.compile(r"\bhow long (?:have|has)\b", re.IGNORECASE)  # a state that lasts until now (see `_lasting`)
 EVENT_DAYS = timedelta(weeks=1)  # the longest span that names an event's days ("last week"); longer ones name periods
 
 
@@ -147,11 +150,8 @@ def _dated(
     telling: Callable[[], Sequence[int]] = list,
 ) -> npt.NDArray[np.float64]:
     """``scores`` with the pages written on the days ``query`` names ("10 days ago", "last Saturday":
-    :func:`gateway.core.when.named_span`) raised, by as much as those days single them out: a question that dates
-    what it asks is as likely to be answered by a page of those days as by any other, so a page of theirs is
-    (pages outside) / (pages inside) times likelier than one outside. That odds ratio multiplies what the budget
-    makes of a page's relevance (:data:`gateway.core.worth.RELEVANCE_POWER`), hence its root here. Days that hold
-    most of the pages raise nothing; the scores are normalised to the best again.
+    :func:`gateway.core.when.named_span`) raised by as much as those days single them out (:func:`_raised`): a
+    question that dates what it asks is as likely to be answered by a page of those days as by any other.
 
     Of those days' pages, the ones that tell of an event of their day or the day before ("I just got a smoker
     today", "we went yesterday": ``telling``, the positions of the pages that say so) are the ones an event of the
@@ -169,6 +169,33 @@ def _dated(
         told[list(telling())] = True
         if (inside & told).any():
             inside &= told
+    return _raised(scores, inside)
+
+
+def _lasting(scores: npt.NDArray[np.float64], query: str, stating: Callable[[], Sequence[int]]) -> npt.NDArray[np.float64]:
+    """``scores`` with the pages that state a duration (``stating``: the positions of the pages holding a unit of
+    time, :data:`DURATION_TERMS`) raised when ``query`` asks how long a state has lasted until now: "how long have I
+    been in my current role?" is answered where the state was described ("my 3 years and 9 months at the
+    company"), whatever else that page shares with the question. Raised as :func:`_dated` raises a named day's
+    pages, by the odds that stating a duration singles them out. A span that ended ("how long did it take to
+    finish the book?") is mostly told as its start and its end, on their days, and is left alone.
+
+    In LoCoMo, 12 of the 14 evidence turns of "how long has/have" questions hold a unit of time, 6 of the 23 of
+    "how long did" questions, 9% of all turns; in the LongMemEval_S development set, every evidence message of its
+    four "how long have" questions does, 15% of the users' messages."""
+    if not len(scores) or not _HOW_LONG.search(query):
+        return scores
+    inside = np.zeros(len(scores), dtype=bool)
+    inside[list(stating())] = True
+    return _raised(scores, inside)
+
+
+def _raised(scores: npt.NDArray[np.float64], inside: npt.NDArray[np.bool_]) -> npt.NDArray[np.float64]:
+    """``scores`` with the pages ``inside`` raised by as much as they are singled out: if half of the time the answer
+    is among them and otherwise anywhere, a page of theirs is (pages outside) / (pages inside) times likelier than
+    one outside. That odds ratio multiplies what the budget makes of a page's relevance
+    (:data:`gateway.core.worth.RELEVANCE_POWER`), hence its root here. When most pages are inside, nothing is raised;
+    the scores are normalised to the best again."""
     within = int(inside.sum())
     if not within or within * 2 >= len(scores):
         return scores
@@ -261,15 +288,18 @@ class Router:
         # mention them (on LoCoMo, leaving them out adds ~0.01 recall at 2k and 4k)
         semantic = _normalised(await self._semantic(thread, common, ids, about_user))
         scores = _normalised(_with_neighbours(LEXICAL_WEIGHT * lexical + SEMANTIC_WEIGHT * semantic))
+        told = mine if about_user else documents
+
+        def holding(words: Sequence[str]) -> list[int]:
+            """The positions of the pages (the user's own messages, for a question about the user) that hold any of
+            ``words``."""
+            if told is not None:
+                return [p for term in words for p in told.positions(term)]
+            return [i for i, m in enumerate(roots) if any(t in (m.own_terms if about_user else m.terms) for t in words)]
+
         if now is not None:
-            told = mine if about_user else documents
-
-            def telling() -> list[int]:
-                if told is not None:
-                    return [p for term in TELLING_TERMS for p in told.positions(term)]
-                return [i for i, m in enumerate(roots) if any(t in (m.own_terms if about_user else m.terms) for t in TELLING_TERMS)]
-
-            scores = _dated(scores, [m.written_ts for m in roots], query, now, telling)
+            scores = _dated(scores, [m.written_ts for m in roots], query, now, lambda: holding(TELLING_TERMS))
+        scores = _lasting(scores, query, lambda: holding(DURATION_TERMS))
         relevance = dict(zip(ids, scores.tolist()))
         # best first, ties in conversation order (a stable sort on the negated scores, as sorted() would)
         shortlist = [ids[i] for i in np.argsort(-scores, kind="stable")[: self._settings.shortlist]]

@@ -259,6 +259,22 @@ def test_of_a_named_days_pages_those_that_tell_of_its_events_come_first(routed: 
     assert "stand mixer" in ranked[0] and "organize my kitchen" in "".join(ranked[1:])
 
 
+def test_a_question_that_asks_how_long_prefers_the_pages_that_state_a_duration(routed: GatewayProcess, upstream: FakeUpstream) -> None:
+    """Two messages about the company: "how long have I been at the company?" ranks first the one that states a
+    duration ("3 years and 9 months"), though the other names the company twice."""
+    sessions = [("2023-03-01T10:00:00Z", [
+        *history()[:6],
+        {"role": "user", "content": "I love the company and the people at the company."},
+        {"role": "assistant", "content": "Good colleagues make all the difference."},
+        *history()[6:12],
+        {"role": "user", "content": "Time flies: 3 years and 9 months at the company already."},
+        {"role": "assistant", "content": "Congratulations on the milestone."},
+        *history()[12:],
+    ])]
+    [ranked] = _ranked_when_asked(routed, upstream, sessions, "How long have I been at the company?", ["2023-03-02T09:00:00Z"])
+    assert "3 years and 9 months" in ranked[0] and "people at the company" in ranked[1]
+
+
 FRIENDS = [
     ("Thanks, Melanie! Work was busy, I spent the week on the new counseling course.", "Caroline, that sounds like a lot. Did you sleep at all?"),
     ("Melanie, guess what: I painted a lighthouse at sunset on my balcony.", "Caroline, how lovely! My kids and I built sandcastles on the beach all day long."),
