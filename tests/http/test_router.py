@@ -275,6 +275,22 @@ def test_a_question_that_asks_how_long_prefers_the_pages_that_state_a_duration(r
     assert "3 years and 9 months" in ranked[0] and "people at the company" in ranked[1]
 
 
+def test_a_question_that_asks_when_prefers_the_pages_that_place_what_they_tell_in_time(routed: GatewayProcess, upstream: FakeUpstream) -> None:
+    """Two messages about the support group: "when did I go to the support group?" ranks first the one that says
+    how the visit stands to its day ("yesterday"), though the other shares more of the question's words."""
+    sessions = [("2023-03-01T10:00:00Z", [
+        *history()[:6],
+        {"role": "user", "content": "I love to go to the support group: everyone at the support group listens."},
+        {"role": "assistant", "content": "Having people who listen makes a real difference."},
+        *history()[6:12],
+        {"role": "user", "content": "Yesterday was really moving: a support group, then a long walk."},
+        {"role": "assistant", "content": "I am glad it moved you."},
+        *history()[12:],
+    ])]
+    [ranked] = _ranked_when_asked(routed, upstream, sessions, "When did I go to the support group?", ["2023-03-02T09:00:00Z"])
+    assert "Yesterday was really moving" in ranked[0] and "everyone at the support group" in ranked[1]
+
+
 FRIENDS = [
     ("Thanks, Melanie! Work was busy, I spent the week on the new counseling course.", "Caroline, that sounds like a lot. Did you sleep at all?"),
     ("Melanie, guess what: I painted a lighthouse at sunset on my balcony.", "Caroline, how lovely! My kids and I built sandcastles on the beach all day long."),
