@@ -259,36 +259,30 @@ def test_of_a_named_days_pages_those_that_tell_of_its_events_come_first(routed: 
     assert "stand mixer" in ranked[0] and "organize my kitchen" in "".join(ranked[1:])
 
 
-def test_a_question_that_asks_how_long_prefers_the_pages_that_state_a_duration(routed: GatewayProcess, upstream: FakeUpstream) -> None:
-    """Two messages about the company: "how long have I been at the company?" ranks first the one that states a
-    duration ("3 years and 9 months"), though the other names the company twice."""
+@pytest.mark.parametrize(("question", "telling", "other"), [
+    # a state that lasts until now is told as a duration
+    ("How long have I been at the company?", "Time flies: 3 years and 9 months at the company already.",
+     "I love the company and the people at the company."),
+    # a page's date answers "when" only if the page says how what it tells stands to its day
+    ("When did I go to the support group?", "Yesterday was really moving: a support group, then a long walk.",
+     "I love to go to the support group: everyone at the support group listens."),
+], ids=["how-long-a-duration", "when-a-time-word"])
+def test_a_question_that_says_what_its_answer_looks_like_prefers_the_pages_that_look_like_it(
+    routed: GatewayProcess, upstream: FakeUpstream, question: str, telling: str, other: str
+) -> None:
+    """Two messages about the same thing: the one in the answer's form ("3 years and 9 months" for "how long
+    have…", "yesterday" for "when did…") ranks first, though the other shares more of the question's words."""
     sessions = [("2023-03-01T10:00:00Z", [
         *history()[:6],
-        {"role": "user", "content": "I love the company and the people at the company."},
-        {"role": "assistant", "content": "Good colleagues make all the difference."},
+        {"role": "user", "content": other},
+        {"role": "assistant", "content": "That makes a real difference."},
         *history()[6:12],
-        {"role": "user", "content": "Time flies: 3 years and 9 months at the company already."},
-        {"role": "assistant", "content": "Congratulations on the milestone."},
+        {"role": "user", "content": telling},
+        {"role": "assistant", "content": "Good to hear."},
         *history()[12:],
     ])]
-    [ranked] = _ranked_when_asked(routed, upstream, sessions, "How long have I been at the company?", ["2023-03-02T09:00:00Z"])
-    assert "3 years and 9 months" in ranked[0] and "people at the company" in ranked[1]
-
-
-def test_a_question_that_asks_when_prefers_the_pages_that_place_what_they_tell_in_time(routed: GatewayProcess, upstream: FakeUpstream) -> None:
-    """Two messages about the support group: "when did I go to the support group?" ranks first the one that says
-    how the visit stands to its day ("yesterday"), though the other shares more of the question's words."""
-    sessions = [("2023-03-01T10:00:00Z", [
-        *history()[:6],
-        {"role": "user", "content": "I love to go to the support group: everyone at the support group listens."},
-        {"role": "assistant", "content": "Having people who listen makes a real difference."},
-        *history()[6:12],
-        {"role": "user", "content": "Yesterday was really moving: a support group, then a long walk."},
-        {"role": "assistant", "content": "I am glad it moved you."},
-        *history()[12:],
-    ])]
-    [ranked] = _ranked_when_asked(routed, upstream, sessions, "When did I go to the support group?", ["2023-03-02T09:00:00Z"])
-    assert "Yesterday was really moving" in ranked[0] and "everyone at the support group" in ranked[1]
+    [ranked] = _ranked_when_asked(routed, upstream, sessions, question, ["2023-03-02T09:00:00Z"])
+    assert telling in ranked[0] and other in ranked[1]
 
 
 FRIENDS = [
