@@ -8,8 +8,9 @@
    between the query's embedding (of the query without the words most of the thread's pages
    contain) and the page's stored embedding (computed once, at ingestion),
    plus a share of its neighbours' scores; the pages written on the days the query names ("10 days ago",
-   `gateway.core.when`) are raised by the odds that those days single them out, and so are the pages that
-   state a duration when the query asks how long a state has lasted; the best `pcp.shortlist` pages are kept.
+   `gateway.core.when`) are raised by the odds that those days single them out, and so are the pages in the
+   form of the answer a question asks for (a duration for "how long have…", a word that places an event in time
+   for "when did…"); the best `pcp.shortlist` pages are kept.
    A question about the user is matched on the user's own messages: their terms, and the better of their
    embedding and their best sentence's.
 3. Relevance selection: with `pcp.router_model`, one call to that model decides Detail / Summary /
@@ -66,14 +67,22 @@ QUERY_VECTORS = 256  # query embeddings kept per process, least recently used ou
 COMMON_SHARE = 0.5  # a word found in more than half of the thread's pages is left out of the embedded query
 # the words with which a page tells of an event of its own day or of the day before (see `_dated`)
 TELLING_TERMS = tuple(terms("today tonight yesterday"))
-# the units in which a page states how long something lasted or has lasted ("3 years and 9 months", see `_lasting`)
+# Questions that say what their answer looks like, and the words of the pages that look like it (see `_answer_form`).
+# "How long have I been working in my current role?" asks how long a state has lasted until now, and is answered
+# where the state was described, as a duration ("my 3 years and 9 months at the company"); a span that ended ("how
+# long did it take?") is mostly told as its start and its end, on their days. In LoCoMo, 12 of the 14 evidence
+# turns of "how long has/have" questions hold a unit of time, 6 of the 23 of "how long did" questions, 9% of all
+# turns; in the LongMemEval_S development set, all 8 evidence messages of its four "how long have" questions, 15%
+# of the users' messages. "When did I go to the support group?" is answered by a page's date only if the page says
+# how what it tells stands to its day ("I went yesterday", "last Friday", "two weeks ago"): in LoCoMo, 198 of the
+# 250 evidence turns of "when did/was/were" questions hold such a word, 11% of all turns.
 DURATION_TERMS = tuple(terms("minutes hours days weeks months years decades"))
-_HOW_LONG = re.compile(r"\bhow long (?:have|has)\b", re.IGNORECASE)  # a state that lasts until now (see `_lasting`)
-# the words with which a page places what it tells in time, from the day it is told ("yesterday", "last Friday",
-# "two weeks ago"; see `_placed`), and the questions that ask when something happened
 PLACING_TERMS = tuple(terms("yesterday today tonight ago last week weekend month year "
                             "monday tuesday wednesday thursday friday saturday sunday"))
-_WHEN = re.compile(r"\bwhen (?:did|was|were)\b", re.IGNORECASE)
+ANSWER_FORMS = (
+    (re.compile(r"\bhow long (?:have|has)\b", re.IGNORECASE), DURATION_TERMS),
+    (re.compile(r"\bwhen (?:did|was|were)\b", re.IGNORECASE), PLACING_TERMS),
+)
 EVENT_DAYS = timedelta(weeks=1)  # the longest span that names an event's days ("last week"); longer ones name periods
 
 
@@ -177,35 +186,16 @@ def _dated(
     return _raised(scores, inside)
 
 
-def _lasting(scores: npt.NDArray[np.float64], query: str, stating: Callable[[], Sequence[int]]) -> npt.NDArray[np.float64]:
-    """``scores`` with the pages that state a duration (``stating``: the positions of the pages holding a unit of
-    time, :data:`DURATION_TERMS`) raised when ``query`` asks how long a state has lasted until now: "how long have I
-    been in my current role?" is answered where the state was described ("my 3 years and 9 months at the
-    company"), whatever else that page shares with the question. Raised as :func:`_dated` raises a named day's
-    pages, by the odds that stating a duration singles them out. A span that ended ("how long did it take to
-    finish the book?") is mostly told as its start and its end, on their days, and is left alone.
-
-    In LoCoMo, 12 of the 14 evidence turns of "how long has/have" questions hold a unit of time, 6 of the 23 of
-    "how long did" questions, 9% of all turns; in the LongMemEval_S development set, every evidence message of its
-    four "how long have" questions does, 15% of the users' messages."""
-    if not len(scores) or not _HOW_LONG.search(query):
-        return scores
-    inside = np.zeros(len(scores), dtype=bool)
-    inside[list(stating())] = True
-    return _raised(scores, inside)
-
-
-def _placed(scores: npt.NDArray[np.float64], query: str, placing: Callable[[], Sequence[int]]) -> npt.NDArray[np.float64]:
-    """``scores`` with the pages that place what they tell in time (``placing``: the positions of the pages holding
-    one of :data:`PLACING_TERMS`) raised when ``query`` asks when something happened: a page's date answers that
-    only if it says how what it tells stands to its day ("I went to the support group yesterday"). Raised as
-    :func:`_dated` raises a named day's pages. In LoCoMo, 198 of the 250 evidence turns of "when did/was/were"
-    questions hold such a word, 11% of all turns."""
-    if not len(scores) or not _WHEN.search(query):
-        return scores
-    inside = np.zeros(len(scores), dtype=bool)
-    inside[list(placing())] = True
-    return _raised(scores, inside)
+def _answer_form(scores: npt.NDArray[np.float64], query: str, holding: Callable[[Sequence[str]], Sequence[int]]) -> npt.NDArray[np.float64]:
+    """``scores`` with the pages in the form of the answer ``query`` asks for (:data:`ANSWER_FORMS`; ``holding``
+    gives the positions of the pages that hold any of some words) raised as :func:`_dated` raises a named day's
+    pages, by the odds that the form singles them out, whatever else those pages share with the question."""
+    for asks, words in ANSWER_FORMS:
+        if len(scores) and asks.search(query):
+            inside = np.zeros(len(scores), dtype=bool)
+            inside[list(holding(words))] = True
+            scores = _raised(scores, inside)
+    return scores
 
 
 def _raised(scores: npt.NDArray[np.float64], inside: npt.NDArray[np.bool_]) -> npt.NDArray[np.float64]:
@@ -317,8 +307,7 @@ class Router:
 
         if now is not None:
             scores = _dated(scores, [m.written_ts for m in roots], query, now, lambda: holding(TELLING_TERMS))
-        scores = _lasting(scores, query, lambda: holding(DURATION_TERMS))
-        scores = _placed(scores, query, lambda: holding(PLACING_TERMS))
+        scores = _answer_form(scores, query, holding)
         relevance = dict(zip(ids, scores.tolist()))
         # best first, ties in conversation order (a stable sort on the negated scores, as sorted() would)
         shortlist = [ids[i] for i in np.argsort(-scores, kind="stable")[: self._settings.shortlist]]
