@@ -423,6 +423,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--write-docs", action="store_true", help=f"write the results to {DOCS.relative_to(ROOT)}")
     parser.add_argument("--docs", type=Path, default=DOCS)
     args = parser.parse_args(argv)
+    if args.write_docs:  # before an hour of answers, not after
+        try:
+            marked = replace_between(args.docs.read_text(encoding="utf-8"), MARKERS, "") is not None
+        except OSError as exc:
+            parser.error(f"--write-docs: cannot read {args.docs} ({exc.strerror}); nothing was asked")
+        if not marked:
+            parser.error(f"--write-docs: {args.docs} lacks the markers {MARKERS}; nothing was asked")
     import httpx
 
     ways = [w.strip() for w in args.ways.split(",") if w.strip()]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.answers import MARKERS, appears, f1, normalize_dates, write_docs
+from bench.answers import MARKERS, appears, f1, main, normalize_dates, write_docs
 
 
 @pytest.mark.parametrize("text", ["12 January, 2024", "January 12, 2024", "2024-01-12", "12th of Jan 2024", "2024/1/12"])
@@ -34,3 +34,13 @@ def test_write_docs_replaces_only_the_marked_run(tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
         write_docs(doc, "new run")
     assert doc.read_text(encoding="utf-8") == "# Answers, no markers\n"
+
+
+@pytest.mark.parametrize("content", [None, "# Answers, no markers\n"], ids=["missing", "unmarked"])
+def test_write_docs_to_a_page_it_cannot_write_stops_before_asking(tmp_path: Path, content: str | None, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = tmp_path / "real-model.md"
+    if content is not None:
+        doc.write_text(content, encoding="utf-8")
+    with pytest.raises(SystemExit) as stopped:
+        main(["--write-docs", "--docs", str(doc), "--llama-url", "http://127.0.0.1:9"])  # no server: it must not get that far
+    assert stopped.value.code == 2 and "nothing was asked" in capsys.readouterr().err
