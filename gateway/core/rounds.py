@@ -333,8 +333,8 @@ def zoom_rounds(
         if ours and offer and theirs:
             for call in ours:  # resolved here; the client gets its own calls and comes back with their results
                 _apply(call, setup, progress, _Gate(None))
-        zoomed = conversation[len(messages):]
-        if ours and not offer and not theirs and not message.get("content") and zoomed:  # see the module docstring
+        if ours and not offer and not theirs and not message.get("content") and (zoomed := conversation[len(messages):]):
+            # see the module docstring
             round_number += 1
             message = _with_text_call((yield ModelCall(_read(messages, zoomed), False, round_number)), names)
             ours, theirs = split_calls(message, names)

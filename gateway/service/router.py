@@ -179,8 +179,7 @@ def _dated(
     times = np.asarray(written, dtype=np.float64)
     inside = (times >= start) & (times < end)
     if span[1] - span[0] <= EVENT_DAYS:
-        told = np.zeros(len(scores), dtype=bool)
-        told[list(telling())] = True
+        told = _marked(len(scores), telling())
         if (inside & told).any():
             inside &= told
     return _raised(scores, inside)
@@ -190,12 +189,19 @@ def _answer_form(scores: npt.NDArray[np.float64], query: str, holding: Callable[
     """``scores`` with the pages in the form of the answer ``query`` asks for (:data:`ANSWER_FORMS`; ``holding``
     gives the positions of the pages that hold any of some words) raised as :func:`_dated` raises a named day's
     pages, by the odds that the form singles them out, whatever else those pages share with the question."""
+    if not len(scores):
+        return scores
     for asks, words in ANSWER_FORMS:
-        if len(scores) and asks.search(query):
-            inside = np.zeros(len(scores), dtype=bool)
-            inside[list(holding(words))] = True
-            scores = _raised(scores, inside)
+        if asks.search(query):
+            scores = _raised(scores, _marked(len(scores), holding(words)))
     return scores
+
+
+def _marked(count: int, positions: Sequence[int]) -> npt.NDArray[np.bool_]:
+    """``count`` flags, true at ``positions``."""
+    flags = np.zeros(count, dtype=bool)
+    flags[list(positions)] = True
+    return flags
 
 
 def _raised(scores: npt.NDArray[np.float64], inside: npt.NDArray[np.bool_]) -> npt.NDArray[np.float64]:
