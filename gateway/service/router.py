@@ -189,9 +189,7 @@ def _answer_form(scores: npt.NDArray[np.float64], query: str, holding: Callable[
     """``scores`` with the pages in the form of the answer ``query`` asks for (:data:`ANSWER_FORMS`; ``holding``
     gives the positions of the pages that hold any of some words) raised as :func:`_dated` raises a named day's
     pages, by the odds that the form singles them out, whatever else those pages share with the question."""
-    if not len(scores):
-        return scores
-    for asks, words in ANSWER_FORMS:
+    for asks, words in ANSWER_FORMS:  # no pages: nothing is inside, and _raised leaves the scores as they are
         if asks.search(query):
             scores = _raised(scores, _marked(len(scores), holding(words)))
     return scores
