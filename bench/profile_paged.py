@@ -4,11 +4,12 @@ Starts the real gateway (embedded Redis) against the fake upstream, ingests a th
 (``bench/request_cpu.py``'s synthetic conversation), then samples the gateway process with py-spy (next to the
 venv's Python, else on PATH) while it serves sequential requests (the same history plus a different question each) for
 ``--seconds``. Prints the share of samples under each of the request path's main functions (inclusive), the
-top functions by own samples, and the gateway's CPU per request over the sampled requests.
+top functions by own samples, and the gateway's CPU per request over the sampled requests. ``--pass-through``
+profiles `X-PCP-Mode: off` requests instead, ``--stream`` streamed ones.
 
 Run from the repository root:
 
-    .venv/bin/python -m bench.profile_paged [--turns 600] [--seconds 40] [--rate 100] [--raw FILE]
+    .venv/bin/python -m bench.profile_paged [--turns 600] [--seconds 40] [--rate 100] [--pass-through] [--stream] [--raw FILE]
 """
 
 from __future__ import annotations
@@ -86,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=100,
                         help="samples per second (default 100: ~550 busy samples in 40 s at 600 turns, so a "
                              "function's share is good to a few tenths of a millisecond per request)")
+    parser.add_argument("--pass-through", action="store_true", help="profile `X-PCP-Mode: off` requests instead of paged ones")
+    parser.add_argument("--stream", action="store_true", help="streamed requests (the first token's path included)")
     parser.add_argument("--raw", type=Path, help="keep py-spy's raw output here (each stack under its thread's name)")
     parser.add_argument("--summarize", type=Path, help="only summarize this raw py-spy output")
     args = parser.parse_args(argv)
@@ -110,9 +113,11 @@ def main(argv: list[str] | None = None) -> int:
         wait_idle(bench.proc)
         base = history(args.turns)
         headers = {"X-PCP-Thread": f"profile-{args.turns}"}
+        if args.pass_through:
+            headers["X-PCP-Mode"] = "off"
         for _ in range(4):  # the first ingests the thread
             bench.counter += 1
-            bench._one(base + [question(bench.counter)], headers, False)
+            bench._one(base + [question(bench.counter)], headers, args.stream)
         fake.reset()
         wait_idle(bench.proc)
         raw = Path(args.raw or workdir / "profile.raw")
@@ -122,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         def drive() -> None:
             while not done.is_set():
                 bench.counter += 1
-                bench._one(base + [question(bench.counter)], headers, False)
+                bench._one(base + [question(bench.counter)], headers, args.stream)
                 served[0] += 1
                 fake.reset()
 
@@ -134,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         done.set()
         driver.join(timeout=120)
         cpu1 = _cpu_seconds(bench.proc)
-        print(f"{args.turns} turns: {served[0]} requests sampled, gateway CPU {1000 * (cpu1 - cpu0) / max(served[0], 1):.1f} ms/request "
+        kind = ("pass-through" if args.pass_through else "paged") + (", streamed" if args.stream else "")
+        print(f"{args.turns} turns, {kind}: {served[0]} requests sampled, gateway CPU {1000 * (cpu1 - cpu0) / max(served[0], 1):.1f} ms/request "
               f"(py-spy's own overhead on the process included)")
         print(summarize(raw.read_text()))
     return 0
