@@ -12,6 +12,9 @@ question each request):
   was ingested and its background work settled (the steady state: nothing new to ingest);
 - ``refused``: the same gateway reading each body whole and refusing it (a model it does not serve): receiving
   and parsing the thread before any work on it, the floor of what a request costs at that length;
+- ``growing``: the paged gateway as a chat uses it, each request one finished exchange longer than the one
+  before (the new exchange is stored, summarized and embedded), its CPU counted until the background work it
+  left (consolidation) has settled; sequential requests only;
 - with ``--baseline REF``: the gateway of another commit (``git archive``), pass-through and paged, started
   next to the current one so that before and after are measured in the same run, interleaved.
 
@@ -69,6 +72,7 @@ MODEL = "fake-model"
 CONCURRENCY = 32
 PROXY = "litellm-proxy"
 REFUSED = "refused"  # the gateway reading each body and refusing it: see the module docstring
+GROWING = "growing"  # the paged gateway, each request one exchange longer: see the module docstring
 UNSERVED = "no-such-model"
 PROXY_KEY = "sk-bench-overhead-0123456789abcdef"
 
@@ -301,6 +305,13 @@ def bodies(turns: int, start: int, count: int, stream: bool, model: str = MODEL)
     return out
 
 
+def growing_bodies(turns: int, start: int, count: int) -> list[bytes]:
+    """``count`` bodies of a thread of ``turns`` finished turns, each one exchange longer than the one before."""
+    full = history(turns + count)
+    return [json.dumps({"model": MODEL, "messages": full[: 1 + 2 * (turns + k)] + [question(start + k)]}).encode()
+            for k in range(1, count + 1)]
+
+
 def _check(response: httpx.Response) -> None:
     if response.status_code != 200:
         raise RuntimeError(f"HTTP {response.status_code}: {response.text[:300]}")
@@ -421,13 +432,31 @@ class Runner:
         cell.rss_mb = group_rss_mb(server.proc)
         return cell
 
-    def _time(self, cell: Cell, server: Server, run: Callable[[], list[float]]) -> None:
-        """CPU per request, latency and requests/s of sequential requests, into ``cell``."""
+    def growing(self, server: Server, turns: int) -> Cell:
+        """``GROWING`` on the paged ``server``: the thread of ``turns`` turns (stored already when the paged cell
+        ran), then sequential requests each one exchange longer."""
+        url, headers = server.url + "/chat/completions", self._headers(server, turns)
+        self.counter += self.plan.requests + 1
+        start = self.counter - self.plan.requests
+        sequential(self.client, url, headers, growing_bodies(turns - 1, start - 1, 1), 600)  # stores the thread
+        wait_idle(server.proc, timeout=300)
+        cell = Cell(GROWING, turns)
+        payloads = growing_bodies(turns, start, self.plan.requests)
+        self._time(cell, server, lambda: sequential(self.client, url, headers, payloads, self.plan.phase_limit_s), settle=True)
+        cell.rss_mb = group_rss_mb(server.proc)
+        return cell
+
+    def _time(self, cell: Cell, server: Server, run: Callable[[], list[float]], settle: bool = False) -> None:
+        """CPU per request, latency and requests/s of sequential requests, into ``cell``; with ``settle``, the
+        background work they left is counted too."""
         cpu0 = group_cpu(server.proc)
         t0 = time.perf_counter()
         walls = run()
         elapsed = time.perf_counter() - t0
-        time.sleep(0.2)  # deferred per-request work (callbacks, logging) counts too
+        if settle:
+            wait_idle(server.proc, timeout=300)
+        else:
+            time.sleep(0.2)  # deferred per-request work (callbacks, logging) counts too
         cell.cpu_ms = (group_cpu(server.proc) - cpu0) * 1000 / len(walls)
         cell.requests = len(walls)
         cell.p50_ms, cell.p95_ms = quantile(walls, 0.5) * 1000, quantile(walls, 0.95) * 1000
@@ -494,7 +523,7 @@ def row_values(cell: Cell, proxy: dict[int, Cell]) -> list[str]:
     base = proxy.get(cell.turns)
     return [cell.target, str(cell.turns), str(cell.requests), f"{cell.cpu_ms:.1f}",
             ratio(cell.cpu_ms, base.cpu_ms if base else None), f"{cell.p50_ms:.1f}", f"{cell.p95_ms:.1f}",
-            f"{cell.rps_1:.1f}", *(("—", "—") if cell.target == REFUSED else  # measured sequentially only
+            f"{cell.rps_1:.1f}", *(("—", "—") if cell.target in (REFUSED, GROWING) else  # measured sequentially only
                                    (f"{cell.rps_32:.1f}" + (f" ({cell.errors} failed)" if cell.errors else ""), f"{cell.ttft_ms:.1f}")),
             f"{cell.rss_mb:.0f}"]
 
@@ -539,6 +568,11 @@ def verdicts(cells: Sequence[Cell]) -> list[str]:
                 out.append(f"paged grows by {high.cpu_ms - low.cpu_ms:+.1f} ms from {lo} to {hi} turns; reading and "
                            f"parsing the body alone grows by {floor_hi.cpu_ms - floor_lo.cpu_ms:+.1f} ms (refused)")
         compare(f"paged at {lo} turns ≤ proxy at {lo}", by.get(("paged", lo)), by.get((PROXY, lo)))
+    for turns in sorted(t for (name, t) in by if name == GROWING):
+        grown, steady, proxy = by[(GROWING, turns)], by.get(("paged", turns)), by.get((PROXY, turns))
+        out.append(f"a request that adds an exchange ({GROWING}) costs {grown.cpu_ms:.1f} ms at {turns} turns"
+                   + (f", {grown.cpu_ms - steady.cpu_ms:+.1f} over paged's steady state" if steady else "")
+                   + (f", {grown.cpu_ms / proxy.cpu_ms:.2f}× the proxy" if proxy else ""))
     for turns in sorted({c.turns for c in cells}):
         a, d = by.get(("pass-through", turns)), by.get(("direct", turns))
         if a and d and a.ttft_ms and d.ttft_ms:
@@ -610,8 +644,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2, help="warm-up requests per cell (default 2)")
     parser.add_argument("--phase-limit", type=float, default=30.0, help="seconds after which a phase stops early (default 30)")
     parser.add_argument("--quick", action="store_true", help="5 sequential, 3 streamed, 32 concurrent requests, 1 warm-up")
-    parser.add_argument("--targets", default="direct,litellm-proxy,pass-through,paged,refused",
-                        help="which of direct,litellm-proxy,pass-through,paged,refused to run (default: all)")
+    parser.add_argument("--targets", default="direct,litellm-proxy,pass-through,paged,refused,growing",
+                        help="which of direct,litellm-proxy,pass-through,paged,refused,growing to run (default: all)")
     parser.add_argument("--baseline", metavar="REF", help="also run the gateway of this git ref, interleaved with the current one")
     parser.add_argument("--baseline-targets", default="pass-through",
                         help="which of pass-through,paged to run at --baseline (default pass-through)")
@@ -651,7 +685,7 @@ def main(argv: list[str] | None = None) -> int:
                                 {t.strip() for t in args.baseline_targets.split(",")}))
             for suffix, source, modes in sources:
                 for mode, headers in (("pass-through", {"x-pcp-mode": "off"}), ("paged", {})):
-                    if mode in modes:
+                    if mode in modes or (mode == "paged" and GROWING in modes and not suffix):
                         gw = start_gateway(mode + suffix, source, workdir / (mode + suffix), upstream.url, headers)
                         stack.callback(gw.stop)
                         servers.append(gw)
@@ -666,11 +700,17 @@ def main(argv: list[str] | None = None) -> int:
             gateways = [s for s in servers if s.name in ("paged", "pass-through")]  # this commit's, not the baseline's
             for t in turns:
                 for server in servers:
+                    if server.name == "paged" and "paged" not in targets:  # started for the growing thread only
+                        continue
                     runner.prepare(server, t)
                     cells.append(runner.cell(server, t))
                     log(text_table(cells[-1:]).splitlines()[-1])
                 if REFUSED in targets and gateways:
                     cells.append(runner.refused(gateways[-1], t))
+                    log(text_table(cells[-1:]).splitlines()[-1])
+                paged = [s for s in gateways if s.name == "paged"]
+                if GROWING in targets and paged:
+                    cells.append(runner.growing(paged[0], t))
                     log(text_table(cells[-1:]).splitlines()[-1])
         except KeyboardInterrupt:
             log("interrupted; stopping every process this run started")
