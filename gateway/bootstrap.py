@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from starlette.applications import Starlette
 
 from gateway.adapters.embedded_redis import EmbeddedRedis
-from gateway.adapters.embedder import MiniLMEmbedder
+from gateway.adapters.embedder import EmbedObserver, MiniLMEmbedder
 from gateway.adapters.redis_store import RedisStore, open_redis
 from gateway.adapters.response_store import ResponseStore
 from gateway.adapters.job_queue import JobQueue
@@ -58,10 +58,12 @@ class Services:
 
 @asynccontextmanager
 async def open_services(
-    config: GatewayConfig, upstream: Upstream | None = None, *, embed: bool = True, on_attempts: AttemptObserver | None = None
+    config: GatewayConfig, upstream: Upstream | None = None, *, embed: bool = True, on_attempts: AttemptObserver | None = None,
+    on_embed: EmbedObserver | None = None,
 ) -> AsyncIterator[Services]:
     """Open the store (embedded Redis or a URL), the embedder (unless ``embed`` is false: a command that only
-    reads the store), the upstream (its retries and fallbacks told to ``on_attempts``) and the consolidator."""
+    reads the store; what it computes told to ``on_embed``), the upstream (its retries and fallbacks told to
+    ``on_attempts``) and the consolidator."""
     embedded: EmbeddedRedis | None = None
     url = redis_url_for(config)
     if url is None:
@@ -69,7 +71,7 @@ async def open_services(
         url = embedded.start()
     client = open_redis(url, cluster=config.store.cluster)
     store = RedisStore(client, prefix=config.store.key_prefix)
-    embedder = MiniLMEmbedder(quantized=config.pcp.embedding_int8) if config.pcp.embeddings and embed else None
+    embedder = MiniLMEmbedder(quantized=config.pcp.embedding_int8, on_embed=on_embed) if config.pcp.embeddings and embed else None
     upstream = upstream or LiteLLMUpstream(config, on_attempts=on_attempts)
     jobs = config.jobs
     queue = JobQueue(
@@ -108,7 +110,7 @@ def build_app(config: GatewayConfig, *, upstream: Upstream | None = None) -> Sta
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with open_services(config, upstream, on_attempts=metrics.upstream_attempts) as services:
+        async with open_services(config, upstream, on_attempts=metrics.upstream_attempts, on_embed=metrics.embedding) as services:
             background = background_for(config, services, config.jobs.workers)
             if background is not None:
                 await background.start()

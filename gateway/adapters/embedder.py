@@ -20,28 +20,40 @@ quantization scales the activations over the whole batch tensor (padding include
 batch a text's vector would depend on its batch-mates, and topic segmentation near its threshold
 could flip with them. Alone, a vector is a function of its text only, and on CPU it is faster
 too (no padding).
+
+Being a function of its text, a vector is kept once computed (the last :data:`MEMO_VECTORS` texts, by digest)
+and given again for the same text. In a chat the question a request embeds to find its pages comes back in
+the next request as the user's message of the exchange it stores, and is embedded again there (the user's own
+words, gateway.service.ingest): on LongMemEval's user messages the text is the same for ~70% of them (a question
+that names a date or is mostly common words is matched without those words).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import hashlib
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Embedder", "MiniLMEmbedder", "DIMENSIONS"]
+from gateway.core.lru import Lru
+
+__all__ = ["Embedder", "EmbedObserver", "MiniLMEmbedder", "DIMENSIONS", "MEMO_VECTORS"]
 
 log = logging.getLogger("gateway.embedder")
 
 DIMENSIONS = 384
 MAX_TOKENS = 256
+MEMO_VECTORS = 4096  # vectors kept per process by their text's digest (~1.6 KB each)
 Vectors = npt.NDArray[np.float32]
+# told after each call: how many texts the model ran on, and how many vectors were given from those kept
+EmbedObserver = Callable[[int, int], None]
 
 
 class Embedder(Protocol):
@@ -53,8 +65,10 @@ class Embedder(Protocol):
 class MiniLMEmbedder:
     """`Embedder` over all-MiniLM-L6-v2 (mean pooling, normalised), loaded lazily and once."""
 
-    def __init__(self, *, quantized: bool = True) -> None:
+    def __init__(self, *, quantized: bool = True, on_embed: EmbedObserver | None = None, memo: int = MEMO_VECTORS) -> None:
         self.quantized = quantized
+        self._on_embed = on_embed
+        self._memo: Lru[bytes, Vectors] = Lru(memo)  # touched on the event loop only
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedder")
         self._lock = threading.Lock()
         self._loaded: tuple[Any, Any] | None = None
@@ -102,9 +116,23 @@ class MiniLMEmbedder:
         return out
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
-        if not texts:
-            return np.zeros((0, DIMENSIONS), dtype=np.float32)
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self._embed, list(texts))
+        out = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
+        todo: dict[bytes, tuple[str, list[int]]] = {}  # a text not kept: the rows it fills
+        for row, text in enumerate(texts):
+            key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+            kept = self._memo.get(key)
+            if kept is not None:
+                out[row] = kept
+            else:
+                todo.setdefault(key, (text, []))[1].append(row)
+        if todo:
+            computed = await asyncio.get_running_loop().run_in_executor(self._executor, self._embed, [t for t, _ in todo.values()])
+            for (key, (_, rows)), vector in zip(todo.items(), computed):
+                out[rows] = vector
+                self._memo.put(key, vector.copy())
+        if self._on_embed is not None and len(texts):
+            self._on_embed(len(todo), len(texts) - len(todo))
+        return out
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

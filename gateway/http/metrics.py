@@ -4,7 +4,8 @@ Per request (recorded by `gateway.http.observe` when the response has been sent)
 by route, model and form (raw / paged / pass-through / local), upstream rounds, pages the model
 consulted or shelved, the tokens the gateway sent upstream against the raw history tokens they replaced,
 requests whose `pcp.router_model` failed (the heuristic chose), and Redis errors. Per upstream call (told
-by the upstream adapter): the retries and the fallbacks to another model that litellm's Router made. At each
+by the upstream adapter): the retries and the fallbacks to another model that litellm's Router made. Per call of
+the embedder: the texts it ran the model on, and those whose vector it held already. At each
 scrape: the job queue's depth (queued, held, retrying, dead) and the age of its oldest job, read from Redis,
 so every process reports the shared queue. With keys configured,
 `/metrics` needs the master key (`gateway.http.auth`).
@@ -53,6 +54,10 @@ class GatewayMetrics:
         self.router_fallbacks = Counter(
             "pcp_router_model_fallbacks", "Paged requests whose pcp.router_model failed or timed out (the heuristic chose the pages)", ["model"], registry=r
         )
+        self.embedded = Counter("pcp_embedding_texts", "Texts the embedding model ran on (one forward pass each)", registry=r)
+        self.embedding_kept = Counter(
+            "pcp_embedding_kept", "Texts whose vector the process held already (asked for before: a question stored with its exchange, a retry)", registry=r
+        )
         self.redis_errors = Counter("pcp_redis_errors", "Requests or scrapes that failed because Redis did not answer", registry=r)
         self.jobs = Gauge("pcp_jobs", "Background jobs by state (queued: not yet finished; held: by a worker now)", ["state"], registry=r)
         self.job_age = Gauge("pcp_job_oldest_age_seconds", "Age of the oldest unfinished job (0 when none)", registry=r)
@@ -64,6 +69,13 @@ class GatewayMetrics:
             self.retries.labels(model).inc(retries)
         if fallbacks:
             self.fallbacks.labels(model).inc(fallbacks)
+
+    def embedding(self, computed: int, kept: int) -> None:
+        """The embedder ran the model on ``computed`` texts and gave ``kept`` vectors it held already."""
+        if computed:
+            self.embedded.inc(computed)
+        if kept:
+            self.embedding_kept.inc(kept)
 
     def observe(self, route: str, status: int, seconds: float, stats: RequestStats) -> None:
         model, form = stats.model or "", stats.form or ""

@@ -63,7 +63,6 @@ DETAIL_SHARE = 0.5  # a heuristic Detail pick scores at least this share of the 
 LEFT_OUT = 0.05  # relevance of a page the router model chose to leave out
 NEIGHBOUR_SHARE = 0.4
 ALIGNED_THREADS = 32  # threads whose last request's page vectors are kept in order
-QUERY_VECTORS = 256  # query embeddings kept per process, least recently used out
 COMMON_SHARE = 0.5  # a word found in more than half of the thread's pages is left out of the embedded query
 # the words with which a page tells of an event of its own day or of the day before (see `_dated`)
 TELLING_TERMS = tuple(terms("today tonight yesterday"))
@@ -231,9 +230,6 @@ class Router:
         self._upstream = upstream
         self._settings = settings
         self.vectors = VectorCache()
-        # the embedded queries, by text (a vector is a function of its text alone: see gateway.adapters.embedder):
-        # an agent's tool rounds, a retry or a regenerated answer ask the same live message again
-        self._queries: Lru[str, npt.NDArray[np.float32]] = Lru(QUERY_VECTORS)
         # per thread, its last request's pages and their vectors in that order (pages and vectors never change)
         self._aligned: Lru[str, _Aligned] = Lru(ALIGNED_THREADS)
 
@@ -256,10 +252,9 @@ class Router:
             aligned = _Aligned.of(key, [found.get(i) for i in ids])
             if len(found) == len(key):  # a page without a vector is asked for again next time
                 self._aligned.put(scope, aligned)
-        query = self._queries.get(match_text)
-        if query is None:
-            query = (await self._embedder.embed([match_text]))[0]
-            self._queries.put(match_text, query)
+        # the embedder keeps what it computed by text: an agent's tool rounds, a retry or a regenerated answer ask
+        # the same live message again, and the next request stores it with its exchange
+        query = (await self._embedder.embed([match_text]))[0]
         return aligned.cosines(query)
 
     async def select(

@@ -28,6 +28,24 @@ def test_a_text_gets_the_same_vector_whatever_it_is_embedded_with() -> None:
         embedder.close()
 
 
+def test_a_text_asked_for_again_gets_its_kept_vector_without_a_forward_pass() -> None:
+    told: list[tuple[int, int]] = []
+    embedder = MiniLMEmbedder(on_embed=lambda computed, kept: told.append((computed, kept)), memo=2)
+    try:
+        first = asyncio.run(embedder.embed(["Where did we camp?", "A lens for birds", "Where did we camp?"]))
+        assert told == [(2, 1)] and np.array_equal(first[0], first[2])
+        again = asyncio.run(embedder.embed(["A lens for birds", "Where did we camp?"]))
+        assert told[-1] == (0, 2) and np.array_equal(again, first[[1, 0]])
+        again[:] = 0.0  # what a caller does with its vectors does not reach the kept ones
+        assert np.array_equal(asyncio.run(embedder.embed(["Where did we camp?"]))[0], first[0])
+        asyncio.run(embedder.embed(["A third text"]))  # two kept: the least recently used one goes
+        assert told[-2:] == [(0, 1), (1, 0)]
+        assert np.array_equal(asyncio.run(embedder.embed(["A lens for birds"]))[0], first[1]) and told[-1] == (1, 0)
+        assert asyncio.run(embedder.embed([])).shape == (0, DIMENSIONS) and told[-1] == (1, 0)
+    finally:
+        embedder.close()
+
+
 def test_a_gateway_process_embeds_without_importing_torch() -> None:
     # the model runs with onnxruntime; torch (~400 MB resident once imported) is only for the one-time export
     script = (

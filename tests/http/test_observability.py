@@ -105,6 +105,33 @@ def test_counters_move_as_requests_flow(gw: GatewayProcess, upstream: FakeUpstre
     assert ("pcp_job_oldest_age_seconds", ()) in after and ("pcp_jobs_dead", ()) in after
 
 
+HOBBIES = [
+    ("We repainted the kitchen cabinets sage green.", "Sage goes well with oak floors."),
+    ("My sourdough starter smells of acetone.", "Feed it twice a day for a while."),
+    ("Which tent pegs hold in sand?", "Long screw pegs or sand anchors."),
+    ("How often should a violin be restrung?", "Every six to twelve months if you play daily."),
+    ("Our cat ignores the new scratching post.", "Rub catnip on it and put it near her bed."),
+]
+
+
+def test_a_question_is_embedded_once_and_its_vector_kept_for_the_exchange_that_stores_it(gw: GatewayProcess, upstream: FakeUpstream) -> None:
+    """A request embeds its question to find its pages; the next request stores that question with its answer and
+    embeds the user's own words of that exchange: the same text, so the kept vector is given, not a forward pass."""
+    client = openai.OpenAI(base_url=gw.base_url, api_key=ALICE, max_retries=0, default_headers={"X-PCP-Thread": "e-" + uuid.uuid4().hex[:8]})
+    history = [{"role": role, "content": text} for pair in HOBBIES for role, text in zip(("user", "assistant"), pair)]
+    question = {"role": "user", "content": "Which telephoto lens works for birding from a kayak?"}
+    upstream.script(Reply(content="A 100-400mm zoom."), Reply(content="Not from a kayak."))
+    client.chat.completions.create(model="fake-model", messages=[*history, question])  # type: ignore[arg-type]
+    before = scrape(gw)
+    answered = [*history, question, {"role": "assistant", "content": "A 100-400mm zoom."}]
+    client.chat.completions.create(model="fake-model", messages=[*answered, {"role": "user", "content": "Would I need a tripod?"}])  # type: ignore[arg-type]
+    after = scrape(gw)
+    # run through the model: the new exchange's page and the new question; the question before came back as the
+    # user's own words of that exchange, and its vector was kept
+    assert value(after, "pcp_embedding_kept_total") - value(before, "pcp_embedding_kept_total") == 1
+    assert value(after, "pcp_embedding_texts_total") - value(before, "pcp_embedding_texts_total") == 2
+
+
 def _lines(gw: GatewayProcess) -> list[dict[str, Any]]:
     return [json.loads(line) for line in gw.log().splitlines() if line.startswith("{")]
 
