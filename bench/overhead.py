@@ -306,10 +306,16 @@ def bodies(turns: int, start: int, count: int, stream: bool, model: str = MODEL)
 
 
 def growing_bodies(turns: int, start: int, count: int) -> list[bytes]:
-    """``count`` bodies of a thread of ``turns`` finished turns, each one exchange longer than the one before."""
-    full = history(turns + count)
-    return [json.dumps({"model": MODEL, "messages": full[: 1 + 2 * (turns + k)] + [question(start + k)]}).encode()
-            for k in range(1, count + 1)]
+    """``count`` bodies of a chat on a thread of ``turns`` finished turns, each one exchange longer than the one
+    before: the question a body asks comes back in the next one, answered (the answers are the synthetic
+    history's own replies)."""
+    base, replies = history(turns), [m["content"] for m in history(turns + count)[2 + 2 * turns :: 2]]
+    out, messages = [], list(base)
+    for k in range(count):
+        asked = question(start + k)
+        out.append(json.dumps({"model": MODEL, "messages": [*messages, asked]}).encode())
+        messages += [asked, {"role": "assistant", "content": replies[k]}]
+    return out
 
 
 def _check(response: httpx.Response) -> None:
@@ -433,16 +439,15 @@ class Runner:
         return cell
 
     def growing(self, server: Server, turns: int) -> Cell:
-        """``GROWING`` on the paged ``server``: the thread of ``turns`` turns (stored already when the paged cell
-        ran), then sequential requests each one exchange longer."""
+        """``GROWING`` on a paged ``server``: the thread of ``turns`` turns (stored already when the paged cell ran:
+        the first body is that thread and a question), then sequential requests each one exchange longer."""
         url, headers = server.url + "/chat/completions", self._headers(server, turns)
         self.counter += self.plan.requests + 1
-        start = self.counter - self.plan.requests
-        sequential(self.client, url, headers, growing_bodies(turns - 1, start - 1, 1), 600)  # stores the thread
+        payloads = growing_bodies(turns, self.counter - self.plan.requests - 1, self.plan.requests + 1)
+        sequential(self.client, url, headers, payloads[:1], 600)  # stores the thread
         wait_idle(server.proc, timeout=300)
-        cell = Cell(GROWING, turns)
-        payloads = growing_bodies(turns, start, self.plan.requests)
-        self._time(cell, server, lambda: sequential(self.client, url, headers, payloads, self.plan.phase_limit_s), settle=True)
+        cell = Cell(GROWING + server.name.removeprefix("paged"), turns)
+        self._time(cell, server, lambda: sequential(self.client, url, headers, payloads[1:], self.plan.phase_limit_s), settle=True)
         cell.rss_mb = group_rss_mb(server.proc)
         return cell
 
@@ -523,7 +528,7 @@ def row_values(cell: Cell, proxy: dict[int, Cell]) -> list[str]:
     base = proxy.get(cell.turns)
     return [cell.target, str(cell.turns), str(cell.requests), f"{cell.cpu_ms:.1f}",
             ratio(cell.cpu_ms, base.cpu_ms if base else None), f"{cell.p50_ms:.1f}", f"{cell.p95_ms:.1f}",
-            f"{cell.rps_1:.1f}", *(("—", "—") if cell.target in (REFUSED, GROWING) else  # measured sequentially only
+            f"{cell.rps_1:.1f}", *(("—", "—") if cell.target == REFUSED or cell.target.startswith(GROWING) else  # measured sequentially only
                                    (f"{cell.rps_32:.1f}" + (f" ({cell.errors} failed)" if cell.errors else ""), f"{cell.ttft_ms:.1f}")),
             f"{cell.rss_mb:.0f}"]
 
@@ -708,10 +713,10 @@ def main(argv: list[str] | None = None) -> int:
                 if REFUSED in targets and gateways:
                     cells.append(runner.refused(gateways[-1], t))
                     log(text_table(cells[-1:]).splitlines()[-1])
-                paged = [s for s in gateways if s.name == "paged"]
-                if GROWING in targets and paged:
-                    cells.append(runner.growing(paged[0], t))
-                    log(text_table(cells[-1:]).splitlines()[-1])
+                for server in servers:
+                    if GROWING in targets and server.name.startswith("paged"):  # with --baseline, its paged gateway too
+                        cells.append(runner.growing(server, t))
+                        log(text_table(cells[-1:]).splitlines()[-1])
         except KeyboardInterrupt:
             log("interrupted; stopping every process this run started")
             return 130
