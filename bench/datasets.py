@@ -37,6 +37,7 @@ LOCOMO_CATEGORIES = {1: "1 multi-hop", 2: "2 temporal", 3: "3 open-domain", 4: "
 LONGMEMEVAL_CATEGORIES = ("single-session-user", "single-session-assistant", "single-session-preference",
                           "multi-session", "knowledge-update", "temporal-reasoning")
 SELECTION_SEED = 12
+TUNED_QUESTIONS = 30  # the LongMemEval subset every change so far was measured (and tuned) on: `--questions 30`
 
 
 @dataclass(frozen=True)
@@ -272,12 +273,17 @@ def select_questions(items: Sequence[Mapping[str, Any]], n: int | None,
     return [usable[i] for i in sorted(chosen)]
 
 
-def load_longmemeval(path: Path = LONGMEMEVAL_DATA, questions: int | None = None) -> Dataset:
+def load_longmemeval(path: Path = LONGMEMEVAL_DATA, questions: int | None = None, held_out: bool = False) -> Dataset:
+    """The development questions: all, or a seeded stratified subset of ``questions``; with ``held_out``, taken
+    from the questions outside the :data:`TUNED_QUESTIONS` subset (a check on questions no change was tuned on)."""
     with lzma.open(path, "rt", encoding="utf-8") as fh:
         items = json.load(fh)
-    chosen = select_questions(items, questions)
     left_out = len(items) - len(select_questions(items, None))
-    convs = [longmemeval_conversation(it) for it in chosen]
+    pool, kind = items, "a seeded stratified subset"
+    if held_out:
+        tuned = {it["question_id"] for it in select_questions(items, TUNED_QUESTIONS)}
+        pool, kind = [it for it in items if it["question_id"] not in tuned], f"held out (not among the {TUNED_QUESTIONS} tuned on)"
+    convs = [longmemeval_conversation(it) for it in select_questions(pool, questions)]
     return Dataset("longmemeval", "LongMemEval_S development questions", convs, LONGMEMEVAL_CATEGORIES,
                    f"{left_out} abstention / no-evidence question(s) of {len(items)} left out"
-                   + (f"; a seeded stratified subset of {len(convs)}" if questions is not None else ""))
+                   + (f"; {kind}, {len(convs)}" if questions is not None or held_out else ""))

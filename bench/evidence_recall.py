@@ -18,10 +18,11 @@ Run from the repository root:
 
     .venv/bin/python -m bench.evidence_recall [--dataset locomo,messaging,longmemeval] [--conversations N]
         [--questions N] [--budgets 1000,2000,4000] [--no-gateway] [--write-docs] [--pcp KEY=VALUE]
-        [--replay-cache DIR]
+        [--replay-cache DIR] [--held-out]
 
 ``--conversations N``: the first N LoCoMo conversations (LoCoMo and messaging). ``--questions N``: at most N
 questions per LoCoMo conversation, and a seeded subset of N LongMemEval questions stratified by type.
+``--held-out``: LongMemEval questions from outside the 30 (``--questions 30``) that every change was measured on.
 
 ``--replay-cache DIR``: for work on what a request does with the store (ranking, excerpts, the budget), not on ingest.
 The first run replays every conversation, waits for its background work, stops the gateway and keeps its data
@@ -333,7 +334,7 @@ def load_shapes(names: Sequence[str], args: argparse.Namespace) -> list[Dataset]
                     conv.questions = conv.questions[: args.questions]
             out.append(locomo if name == "locomo" else to_messaging(locomo))
         else:
-            out.append(load_longmemeval(args.longmemeval_data, args.questions))
+            out.append(load_longmemeval(args.longmemeval_data, args.questions, held_out=args.held_out))
         log(f"[{name}] loaded {len(out[-1].conversations)} conversation(s), "
             f"{sum(len(c.questions) for c in out[-1].conversations)} questions")
     return out
@@ -359,6 +360,8 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
     parser.add_argument("--questions", type=int, default=None,
                         help="at most N questions per LoCoMo conversation; N LongMemEval questions "
                         "(a seeded subset, stratified by type)")
+    parser.add_argument("--held-out", action="store_true",
+                        help="LongMemEval: questions outside the 30 tuned on (with --questions N, a stratified N of them)")
     parser.add_argument("--budgets", default="1000,2000,4000", help="comma-separated token budgets")
     parser.add_argument("--no-gateway", action="store_true", help="baselines only")
     parser.add_argument("--write-docs", action="store_true", help="replace the shapes' sections of --docs")
@@ -384,6 +387,8 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
         parser.error(str(exc))
     if not budgets or min(budgets) <= 0:
         parser.error("--budgets wants positive integers")
+    if args.held_out and args.write_docs:
+        parser.error("--held-out is a check on other questions: its numbers do not replace the docs' section")
     return args, names, overrides, budgets
 
 
