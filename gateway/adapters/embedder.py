@@ -24,8 +24,9 @@ too (no padding).
 Being a function of its text, a vector is kept once computed (the last :data:`MEMO_VECTORS` texts, by digest)
 and given again for the same text. In a chat the question a request embeds to find its pages comes back in
 the next request as the user's message of the exchange it stores, and is embedded again there (the user's own
-words, gateway.service.ingest): on LongMemEval's user messages the text is the same for ~70% of them (a question
-that names a date or is mostly common words is matched without those words).
+words, gateway.service.ingest): the same text for ~70% of the user messages of ten LongMemEval histories (a
+question that names a date, or holds words most of the thread's pages hold, is matched without those words).
+Kept vectors take ~1.6 KB each, ~6.5 MB when the memo is full.
 """
 
 from __future__ import annotations
