@@ -222,7 +222,7 @@ class ContextBuilder:
         source = query_source(match_text)
         named = False
         if source is None and documents is not None:
-            source = self._named(query, snapshot, documents)
+            source = self._named(query, snapshot, documents, manifests)
             named = source is not None
         excerpts = {
             i: self._excerpts.of(thread, pages[i], weights, counter, source)
@@ -368,8 +368,9 @@ class ContextBuilder:
         return relevance, requested, selection.match_text, documents, selection.decided_by
 
     @staticmethod
-    def _named(query: str, snapshot: ThreadSnapshot, documents: Documents) -> str | None:
-        """The role a question about a named participant is about (`named_source`), from the thread's postings."""
+    def _named(query: str, snapshot: ThreadSnapshot, documents: Documents, manifests: Mapping[str, Manifest]) -> str | None:
+        """The role a question about a named participant is about (`named_source`), from the thread's postings
+        and its pages' manifests."""
         users: list[Documents | None] = []
 
         def said(term: str) -> tuple[int, int]:
@@ -378,7 +379,18 @@ class ContextBuilder:
             mine = users[0].frequency(term) if users[0] is not None else 0
             return mine, documents.frequency(term) - mine
 
-        return named_source(query, said, len(documents))
+        def words() -> tuple[int, int]:
+            """The words the user and the others say, over the exchanges (a consolidated page's summary speaks for
+            both sides)."""
+            user = others = 0
+            for page in documents.ids:
+                manifest = manifests[page]
+                if manifest.own_terms is not manifest.terms:
+                    user += manifest.own_length
+                    others += manifest.length - manifest.own_length
+            return user, others
+
+        return named_source(query, said, len(documents), words)
 
     def _candidate(
         self,

@@ -190,11 +190,27 @@ def test_a_participant_is_known_by_who_says_their_name() -> None:
     said = {"carolin": (1, 128), "melani": (96, 2), "paint": (40, 35), "mel": (2, 2)}.get
 
     def source(query: str) -> str | None:
-        return named_source(query, lambda term: said(term) or (0, 0), 200)
+        return named_source(query, lambda term: said(term) or (0, 0), 200, lambda: (5000, 5000))
 
     assert source("What did Caroline paint last year?") == "user"  # the other side calls the user Caroline
     assert source("Where did Melanie go camping?") == "assistant"
     assert source("Did Caroline and Melanie both paint?") is None  # both sides: anyone's messages
     assert source("What did Mel say?") is None  # too rare to tell
     assert source("What did she paint?") is None
-    assert named_source("What did Caroline paint?", lambda term: (0, 3), 1000) is None  # 3 of 1,000 pages: not a name said often
+    assert named_source("What did Caroline paint?", lambda term: (0, 3), 1000, lambda: (5000, 5000)) is None  # 3 of 1,000 pages: not a name said often
+
+
+def test_a_word_said_more_by_the_side_that_says_more_is_not_a_name() -> None:
+    # an assistant's replies seven times as long as the user's messages: "life" in 34 of its pages, in 2 of the
+    # user's — ten times as many pages, not ten times as often per word; "Caroline" in 128 to 1 is a name
+    said = {"life": (2, 34), "carolin": (1, 128)}.get
+
+    def source(query: str, words: tuple[int, int]) -> str | None:
+        return named_source(query, lambda term: said(term) or (0, 0), 400, lambda: words)
+
+    assert source("Which chapter of Spiritual Life covers prayer?", (2000, 14000)) is None
+    assert source("Which chapter of Spiritual Life covers prayer?", (7000, 7000)) == "user"  # as much said on each side
+    assert source("What did Caroline paint last year?", (2000, 14000)) == "user"
+    # the user who says more: a word of theirs is held to the same rate
+    assert named_source("Where is Melanie?", lambda term: (30, 2), 400, lambda: (14000, 2000)) is None
+    assert named_source("Where is Melanie?", lambda term: (30, 2), 400, lambda: (2000, 2000)) == "assistant"
