@@ -1,7 +1,8 @@
 """What counts as kept, and the two baselines the gateway is measured against.
 
 Owns: ``judge`` (an evidence id is kept when every one of its texts is a substring of the message contents the
-upstream received, raw or XML-unescaped), the per-measurement ``Outcome``, and the baselines computed locally on
+upstream received, raw or XML-unescaped; a question's checkable answer, ``Question.answer``, is shown when it is
+one, case aside), the per-measurement ``Outcome``, and the baselines computed locally on
 the same budget B and the same rule:
 
 * recent turns: the most recent messages (as user/assistant messages) that fit with the question;
@@ -60,6 +61,7 @@ class Outcome:
     loose: int = 0  # evidence found when whitespace runs are collapsed on both sides (superset of kept)
     raw_tokens: int = 0  # the client's request as sent (history + question), counted like `tokens`
     form: str = "n/a"  # the gateway's x-pcp-form header
+    answer_shown: bool | None = None  # whether the question's checkable answer (Question.answer) was received
 
     @property
     def loose_recall(self) -> float:
@@ -85,8 +87,9 @@ def judge(conv: Conversation, q: Question, budget: int, messages: Sequence[Mappi
     if miss:
         flat = squash(unescaped)
         loose += sum(all(squash(t) in flat for t in conv.evidence[e].texts) for e in miss)
+    shown = None if q.answer is None else q.answer in unescaped.casefold() or q.answer in raw.casefold()
     return Outcome(conv.id, q.category, budget, len(q.evidence), hit, miss,
-                   COUNTER.count_messages(messages) if tokens is None else tokens, loose)
+                   COUNTER.count_messages(messages) if tokens is None else tokens, loose, answer_shown=shown)
 
 
 # --- BM25 --------------------------------------------------------------------------------------------------

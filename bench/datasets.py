@@ -56,6 +56,7 @@ class Question:
     text: str
     category: str
     evidence: tuple[str, ...]
+    answer: str | None = None  # the gold answer, when a context can be checked by it (see `checkable_answer`)
 
 
 @dataclass(frozen=True)
@@ -156,12 +157,27 @@ def load_locomo(path: Path = LOCOMO_DATA) -> Dataset:
             if not ids:
                 skipped += 1
                 continue
+            chosen = set(ids)
+            answer = checkable_answer(qa.get("answer", ""), str(qa["question"]), (evidence[e].texts[0] for e in ids),
+                                      (t.text for _, ts in sessions for t in ts if t.id not in chosen))
             questions.append(Question(f"{sample['sample_id']}/q{qi}", str(qa["question"]),
-                                      LOCOMO_CATEGORIES[int(qa["category"])], ids))
+                                      LOCOMO_CATEGORIES[int(qa["category"])], ids, answer))
         convs.append(Conversation(sample["sample_id"], sessions, questions, evidence,
                                   sessions[-1][0] + timedelta(days=1), skipped))
     return Dataset("locomo", "LoCoMo", convs, tuple(LOCOMO_CATEGORIES.values()),
                    "categories 1–4; category 5 (adversarial) excluded")
+
+
+def checkable_answer(answer: object, question: str, evidence: Iterable[str], others: Iterable[str]) -> str | None:
+    """The gold ``answer``, as the text a context that shows it must contain, when that is a fair check: it is in
+    one of the ``evidence`` texts verbatim (case aside), in none of the ``others`` (the rest of the history) and
+    not in the ``question``, and it is longer than two characters ("2014", "Jaipur Rugs"; not "20", which any
+    page may hold). Else None: most answers are said in other words than the evidence's ("7 May 2023" for
+    "yesterday"), or counted ("3"), and only the evidence turns can be checked."""
+    text = str(answer).strip().rstrip(".").strip().casefold()
+    if len(text) <= 2 or text in question.casefold() or not any(text in e.casefold() for e in evidence):
+        return None
+    return None if any(text in o.casefold() for o in others) else text
 
 
 # --- the messaging variant ---------------------------------------------------------------------------------
@@ -247,8 +263,10 @@ def longmemeval_conversation(item: Mapping[str, Any]) -> Conversation:
             index += 1
         sessions.append((when, turns))
     qid = str(item["question_id"])
+    answer = checkable_answer(item.get("answer", ""), str(item["question"]), (evidence[e].texts[0] for e in evidence_ids),
+                              (t.text for _, ts in sessions for t in ts if t.id not in evidence))
     questions = [] if qid.endswith("_abs") or not evidence_ids else [
-        Question(qid, str(item["question"]), str(item["question_type"]), tuple(evidence_ids))]
+        Question(qid, str(item["question"]), str(item["question_type"]), tuple(evidence_ids), answer)]
     return Conversation(qid, sessions, questions, evidence, parse_longmemeval_date(item["question_date"]),
                         0 if questions else 1)
 

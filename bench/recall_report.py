@@ -115,6 +115,21 @@ def recall_table(results: Mapping[str, list[Outcome]], budgets: Sequence[int], c
     return "\n".join(lines)
 
 
+def answer_lines(results: Mapping[str, list[Outcome]], budgets: Sequence[int]) -> list[str]:
+    """How often each method's context held the answer itself, over the questions whose answer can be checked
+    (``bench.datasets.checkable_answer``): a view of part of a long turn (an excerpt) may hold the answer and
+    still not count as keeping the turn."""
+    checked = {method: [o for o in outs if o.answer_shown is not None] for method, outs in results.items()}
+    questions = max((sum(o.budget == budgets[0] for o in outs) for outs in checked.values()), default=0)
+    if not questions:
+        return []
+    cells = [f"{method} {' / '.join(fmt(mean(float(bool(o.answer_shown)) for o in outs if o.budget == b)) for b in budgets)}"
+             for method, outs in checked.items() if outs]
+    return [f"Answer shown, @{' / @'.join(str(b) for b in budgets)} ({questions} questions whose gold answer is said in "
+            "their evidence verbatim and nowhere else in the history; a turn counts above only when all of it is "
+            "shown): " + "; ".join(cells) + "."]
+
+
 def bucket(distance: int) -> str:
     for lo, hi, name in DISTANCE_BUCKETS:
         if lo <= distance <= hi:
@@ -250,6 +265,9 @@ def section(data: Dataset, budgets: Sequence[int], results: Mapping[str, list[Ou
     by_cid = {c.id: c for c in data.conversations}
     parts = [f"Command: `{command}` (run {when})", "", shape_line(data), "", recall_table(results, budgets,
                                                                                           data.categories)]
+    answered = answer_lines(results, budgets)
+    if answered:
+        parts += ["", *answered]
     if data.name in REFERENCE:
         parts += ["", "Baselines against the reference points of `../shared/data/README.md`"
                   + (" (B = history text tokens only, no question, no overhead):" if data.name == "locomo"

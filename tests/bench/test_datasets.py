@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from bench.baselines import judge
-from bench.datasets import (Conversation, Dataset, Evidence, Question, Turn, longmemeval_conversation,
-                            parse_longmemeval_date, select_questions, sentences, split_turn, to_messaging)
+from bench.datasets import (Conversation, Dataset, Evidence, Question, Turn, checkable_answer,
+                            longmemeval_conversation, parse_longmemeval_date, select_questions, sentences, split_turn,
+                            to_messaging)
 
 
 def squash(text: str) -> str:
@@ -75,6 +76,29 @@ def test_messaging_sends_each_turn_as_consecutive_messages_of_its_role_and_needs
     everything = [{"role": "user", "content": p} for p in pieces]
     assert judge(conv, question, 1000, everything).recall == 1.0
     assert judge(conv, question, 1000, everything[:-1]).recall == 0.0
+
+
+def test_an_answer_checks_a_context_only_when_its_evidence_alone_says_it() -> None:
+    evidence = ["1. Jaipur Rugs: a private company that employs over 40,000 people."]
+    others = ["Rugs are woven by hand.", "The year was 2014."]
+    question = "Which company employs over 40,000 people in rugs?"
+    assert checkable_answer("Jaipur Rugs.", question, evidence, others) == "jaipur rugs"
+    assert checkable_answer("Rugs", question, evidence, others) is None  # in the question, and said elsewhere
+    assert checkable_answer("2014", question, evidence, others) is None  # not in the evidence
+    assert checkable_answer(40, question, evidence, others) is None  # too short to be told from any number
+    assert checkable_answer("a weaving firm", question, evidence, others) is None  # said in other words
+
+
+def test_the_answer_is_shown_when_the_context_holds_it_whatever_the_turn() -> None:
+    turn = Turn("s:1", "Assistant", "assistant", "Try these stores:\n1. Nostalgia, based in India.\n2. Dharma Trading.", 0, 0)
+    question = Question("q", "Which store is based in India?", "single-session-assistant", ("s:1",), "nostalgia")
+    conv = Conversation("c", [(datetime(2023, 5, 8), [turn])], [question], {"s:1": Evidence((turn.text,), 0)},
+                        datetime(2023, 5, 9))
+    excerpt = [{"role": "system", "content": "[a1] assistant: … 1. Nostalgia, based in India. …"}]
+    assert (judge(conv, question, 1000, excerpt).recall, judge(conv, question, 1000, excerpt).answer_shown) == (0.0, True)
+    assert judge(conv, question, 1000, [{"role": "user", "content": question.text}]).answer_shown is False
+    unchecked = Question("q2", "Which store?", "single-session-assistant", ("s:1",))
+    assert judge(conv, unchecked, 1000, excerpt).answer_shown is None
 
 
 def test_longmemeval_dates_parse_and_reject_other_forms() -> None:

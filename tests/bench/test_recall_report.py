@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.recall_report import SECTION_MARKERS, SUMMARY_HEAD, SUMMARY_MARKERS, write_docs
+from bench.baselines import Outcome
+from bench.recall_report import SECTION_MARKERS, SUMMARY_HEAD, SUMMARY_MARKERS, answer_lines, write_docs
 
 ORDER = ("LoCoMo", "Messaging variant of LoCoMo", "LongMemEval_S development questions")
 
@@ -55,3 +56,17 @@ def test_a_replay_kept_by_replay_cache_gives_back_its_statistics() -> None:
     stats.errors.append("500: boom")
     back = stats_from_json(json.loads(json.dumps(stats_to_json(stats))))
     assert back == stats and back.router_ms["new"] == []  # still a defaultdict
+
+
+def test_answer_shown_is_reported_over_the_questions_that_can_be_checked() -> None:
+    def out(budget: int, shown: bool | None) -> Outcome:
+        return Outcome("c", "cat", budget, 1, (), ("e",), budget, answer_shown=shown)
+
+    results = {"pcp gateway": [out(1000, True), out(1000, False), out(1000, None), out(2000, True), out(2000, True),
+                               out(2000, None)],
+               "recent turns": [out(1000, False), out(1000, False), out(1000, None), out(2000, True), out(2000, False),
+                                out(2000, None)]}
+    (line,) = answer_lines(results, (1000, 2000))
+    assert "(2 questions whose gold answer" in line
+    assert "pcp gateway 0.500 / 1.000; recent turns 0.000 / 0.500." in line
+    assert answer_lines({"pcp gateway": [out(1000, None)]}, (1000,)) == []
