@@ -322,6 +322,38 @@ def test_a_question_about_a_named_participant_is_held_by_their_messages(routed: 
     assert "lighthouse" in about_anyone and "sandcastles" in about_anyone  # the whole line: anyone's messages
 
 
+TOPICS = ["list the keys", "set a TTL", "rename a key", "count the members of a set", "trim a list", "watch a key",
+          "pipeline commands", "publish a message", "scan a hash", "increment a counter", "expire a session",
+          "sort a list", "store a bitmap", "cap a stream", "flush one database", "pick a random key", "move a key",
+          "check the memory", "lock a resource", "read the slow log"]
+
+
+def test_a_name_only_the_side_that_talks_more_repeats_is_no_participant(routed: GatewayProcess, upstream: FakeUpstream) -> None:
+    """An assistant whose replies are ten times the user's questions says every word more often: "Redis" in
+    each of its replies and in one of the user's messages is a topic, not the user's name, though said in twenty
+    times as many pages. A question about it is answered by anyone's messages: the page that matches shows the
+    reply, where a question about the user would be cut to the user's message."""
+    filler = "It is one command, it is atomic, and it returns at once; the docs list the options, and the defaults are sane."
+    messages: list[dict[str, Any]] = []
+    for n, topic in enumerate(TOPICS):
+        asked = f"How do I {topic}" + (" in redis?" if n == 3 else "?")
+        messages += [{"role": "user", "content": asked},
+                     {"role": "assistant", "content": f"In Redis you {topic} with a single call. {filler} {filler} {filler}"}]
+        if n == 9:
+            messages += [{"role": "user", "content": "And keeping the cache across restarts?"},
+                         {"role": "assistant", "content": "Redis can log every write to an append-only file (appendonly yes in "
+                          f"redis.conf) and replay it when the server starts again. {filler} {filler}"}]
+    client = openai.OpenAI(base_url=routed.base_url, api_key="sk-r", max_retries=0)
+    upstream.reset()
+    upstream.script(Reply(content='{"detail": [], "summary": []}'), Reply(content="fine"))
+    client.chat.completions.create(model="fake-model", messages=[*messages, {"role": "user", "content": "How does Redis keep data across restarts?"}],  # type: ignore[arg-type]
+                                   extra_headers={"X-PCP-Thread": "r-" + uuid.uuid4().hex[:8], "X-PCP-Budget": "700"})
+    main = [r for r in upstream.chat_requests if not is_router_call(r)][-1]
+    text = main.body["messages"][0]["content"]  # type: ignore[index]
+    entry = next(entry for _, entry in _entries(etree.fromstring(text[text.index("<PagedContext"):].encode())) if "restarts" in entry)
+    assert "appendonly yes" in entry
+
+
 def test_an_exchange_is_dated_by_the_request_that_asked_it(routed: GatewayProcess, upstream: FakeUpstream) -> None:
     """A client sends a question live; the exchange it opens is stored by the next request, which may come days
     later. The page takes the time its question was asked (a retry of the same question keeps the first time)."""
