@@ -263,9 +263,11 @@ def named_source(
 
     A side that says more says every word more often: an assistant whose replies are seven times as long as the
     user's messages says "life" (of "Spiritual Life") in 34 pages to the user's 2, "St" (of "St. Mary's") in 10
-    to 1. So a name is said :data:`NAME_RATIO` times as often as by the other side, in pages and per word said
-    (between two people who talk about as much, LoCoMo, each other's names are 100 times as frequent per word
-    at least; those two words, 2.4 and 1.2 times)."""
+    to 1. So a name is said :data:`NAME_RATIO` times as often as by the other side, in pages and per word said,
+    with one mention more on each side: a side that never says a word may yet, and "Tanqueray", the author of a
+    treatise the assistant quoted in 6 pages and the user never named, is not the user's name. Between two people
+    who talk about as much (LoCoMo) each other's names come out 15 to 250 times as frequent, a nickname said in 7
+    pages 8 times, a friend one of them names 9 times; "life", "St" and "Tanqueray" 1.7, 0.7 and 1.0 times."""
     least = max(NAME_PAGES, NAME_SHARE * pages)
     found: set[str] = set()
     counted: list[tuple[int, int]] = []
@@ -284,7 +286,8 @@ def named_source(
             counted.append(words())
         user_words, others_words = counted[0]
         speaker_words, hearer_words = (others_words, user_words) if side == "user" else (user_words, others_words)
-        if speaker * hearer_words >= NAME_RATIO * hearer * speaker_words:
+        # a side that never says the word is not evidence that it never would: one more mention on each side
+        if (speaker + 1) * hearer_words >= NAME_RATIO * (hearer + 1) * speaker_words:
             found.add(side)
     return found.pop() if len(found) == 1 else None
 

@@ -202,8 +202,8 @@ def test_a_participant_is_known_by_who_says_their_name() -> None:
 
 def test_a_word_said_more_by_the_side_that_says_more_is_not_a_name() -> None:
     # an assistant's replies seven times as long as the user's messages: "life" in 34 of its pages, in 2 of the
-    # user's — ten times as many pages, not ten times as often per word; "Caroline" in 128 to 1 is a name
-    said = {"life": (2, 34), "carolin": (1, 128)}.get
+    # user's — ten times as many pages, not ten times as often per word; "Caroline" in 200 to none is a name
+    said = {"life": (2, 34), "carolin": (0, 200), "tanqueray": (0, 8)}.get
 
     def source(query: str, words: tuple[int, int]) -> str | None:
         return named_source(query, lambda term: said(term) or (0, 0), 400, lambda: words)
@@ -211,6 +211,8 @@ def test_a_word_said_more_by_the_side_that_says_more_is_not_a_name() -> None:
     assert source("Which chapter of Spiritual Life covers prayer?", (2000, 14000)) is None
     assert source("Which chapter of Spiritual Life covers prayer?", (7000, 7000)) == "user"  # as much said on each side
     assert source("What did Caroline paint last year?", (2000, 14000)) == "user"
+    # never said by the user, but in 8 pages only: as likely a word the user has had no reason to say yet
+    assert source("What does Tanqueray say about prayer?", (7000, 7000)) is None
     # the user who says more: a word of theirs is held to the same rate
     assert named_source("Where is Melanie?", lambda term: (30, 2), 400, lambda: (14000, 2000)) is None
     assert named_source("Where is Melanie?", lambda term: (30, 2), 400, lambda: (2000, 2000)) == "assistant"
