@@ -381,14 +381,18 @@ class ContextBuilder:
 
         def words() -> tuple[int, int]:
             """The words the user and the others say, over the exchanges (a consolidated page's summary speaks for
-            both sides)."""
-            user = others = 0
-            for page in documents.ids:
-                manifest = manifests[page]
-                if manifest.own_terms is not manifest.terms:
-                    user += manifest.own_length
-                    others += manifest.length - manifest.own_length
-            return user, others
+            both sides): a sum over every page, so kept with the thread's version like the pool's table."""
+            key = ("words", documents.ids)
+            counted: tuple[int, int] | None = snapshot.derived.get(key)
+            if counted is None:
+                user = others = 0
+                for page in documents.ids:
+                    manifest = manifests[page]
+                    if manifest.own_terms is not manifest.terms:
+                        user += manifest.own_length
+                        others += manifest.length - manifest.own_length
+                counted = snapshot.derived[key] = (user, others)
+            return counted
 
         return named_source(query, said, len(documents), words)
 
