@@ -1,10 +1,12 @@
-"""A thread's page vectors scored in one matrix product give each page's cosine as the page-by-page dot did."""
+"""A thread's page vectors scored in one matrix product give each page's cosine as the page-by-page dot did; what a
+cosine says is counted from the thread's typical page."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from gateway.service.router import _Aligned
+from gateway.service.router import _Aligned, _above_typical
 
 
 def test_one_product_scores_each_page_on_its_best_row_and_a_page_without_a_vector_zero() -> None:
@@ -22,3 +24,11 @@ def test_one_product_scores_each_page_on_its_best_row_and_a_page_without_a_vecto
     assert np.allclose(scores, expected, rtol=1e-6, atol=1e-6)
     assert scores[1] == 0.0 and int(np.argmax(scores)) == int(np.argmax(expected))
     assert _Aligned.of(("a", "b"), [None, None]).cosines(query) == [0.0, 0.0]
+
+
+def test_a_page_at_the_threads_typical_cosine_adds_nothing_and_the_best_adds_all() -> None:
+    # cosines of unrelated texts are not 0: a page at the median says nothing of the query
+    scores = _above_typical([0.10, 0.16, 0.16, 0.20, 0.56, 0.36, 0.12])  # the median: 0.16
+    assert scores.tolist() == pytest.approx([0.0, 0.0, 0.0, 0.1, 1.0, 0.5, 0.0])
+    assert _above_typical([]).tolist() == []
+    assert _above_typical([0.3, 0.3, 0.3]).tolist() == [0.0, 0.0, 0.0]  # nothing stands out: no semantic signal

@@ -6,7 +6,7 @@
    what was said). Every candidate is scored by BM25 over its stored term counts (with half of its
    neighbours' counts: the turns around a page are its context) and by the cosine
    between the query's embedding (of the query without the words most of the thread's pages
-   contain) and the page's stored embedding (computed once, at ingestion),
+   contain) and the page's stored embedding (computed once, at ingestion), counted above the thread's median page's,
    plus a share of its neighbours' scores; the pages written on the days the query names ("10 days ago",
    `gateway.core.when`) are raised by the odds that those days single them out, and so are the pages in the
    form of the answer a question asks for (a duration for "how long have…", a word that places an event in time
@@ -214,6 +214,16 @@ def _raised(scores: npt.NDArray[np.float64], inside: npt.NDArray[np.bool_]) -> n
     return _normalised(np.where(inside, scores * factor, scores))
 
 
+def _above_typical(cosines: Sequence[float]) -> npt.NDArray[np.float64]:
+    """Each page's cosine above the thread's median page's, over the best page's (:func:`_normalised`). Texts about
+    different things are not at cosine 0: on a LoCoMo thread the median page is at ~0.16 from a question whose best
+    page is at ~0.57. Normalised from 0, every page kept that share of the semantic weight, so a page that says
+    nothing of the question ranked as if it said a little; BM25 has no such floor (a page without the words
+    scores 0). From the median, half of the pages add nothing and the rest are spread over the whole scale."""
+    values = np.asarray(cosines, dtype=np.float64)
+    return _normalised(values - float(np.median(values))) if len(values) else values
+
+
 def _normalised(scores: Sequence[float] | npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """Scores over the best one, negatives as 0 (all 0 when none is positive)."""
     values = np.asarray(scores, dtype=np.float64)
@@ -293,7 +303,7 @@ class Router:
                   else drop_common_words(match_text, counts, COMMON_SHARE))
         # the embedding has no IDF: words in most pages (the participants' names) only pull it towards pages that
         # mention them (on LoCoMo, leaving them out adds ~0.01 recall at 2k and 4k)
-        semantic = _normalised(await self._semantic(thread, common, ids, about_user))
+        semantic = _above_typical(await self._semantic(thread, common, ids, about_user))
         scores = _normalised(_with_neighbours(LEXICAL_WEIGHT * lexical + SEMANTIC_WEIGHT * semantic))
         told = mine if about_user else documents
 
