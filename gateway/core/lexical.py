@@ -199,9 +199,7 @@ def bm25(
     n = len(documents)
     if n == 0 or not query:
         return [0.0] * n
-    windowed = _windowed([float(length) for length in lengths], neighbours)
-    average = (sum(windowed) / n) or 1.0
-    norms = [k1 * (1.0 - b + b * length / average) for length in windowed]
+    norms = _length_norms(lengths, neighbours, k1, b)
     scores = [0.0] * n
     for term in dict.fromkeys(query):
         tf = _windowed([float(counts.get(term, 0)) for counts in documents], neighbours)
@@ -213,6 +211,14 @@ def bm25(
             if f:
                 scores[i] += weight * f * (k1 + 1.0) / (f + norms[i])
     return scores
+
+
+def _length_norms(lengths: Sequence[int], neighbours: float, k1: float, b: float) -> list[float]:
+    """BM25's length term of each document, ``k1 * (1 - b + b * length / average length)``, over the windowed
+    lengths (``neighbours``: see :func:`bm25`)."""
+    windowed = _windowed([float(length) for length in lengths], neighbours)
+    average = (sum(windowed) / len(windowed)) or 1.0
+    return [k1 * (1.0 - b + b * length / average) for length in windowed]
 
 
 def _windowed(values: list[float], share: float) -> list[float]:

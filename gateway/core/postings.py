@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 
-from gateway.core.lexical import _WORD, STOPWORDS, stem, terms, words
+from gateway.core.lexical import _WORD, STOPWORDS, _length_norms, stem, terms, words
 
 __all__ = ["Documents", "Postings"]
 
@@ -129,9 +129,7 @@ class Documents:
         mine = postings._documents is ids  # else other documents came since: nothing is kept for these
         scoring = postings._scoring if mine else None
         if scoring is None or scoring[0] != key:
-            windowed = _windowed([float(length) for length in self._lengths], neighbours)
-            average = (sum(windowed) / n) or 1.0
-            scoring = (key, [k1 * (1.0 - b + b * length / average) for length in windowed], {})
+            scoring = (key, _length_norms(self._lengths, neighbours, k1, b), {})
             if mine:
                 postings._scoring = scoring
         _, norms, terms_of = scoring
@@ -167,11 +165,3 @@ class Documents:
         window.discard(-1)
         window.discard(last + 1)
         return [(q, f) for q in sorted(window) if (f := dense[q + 1] + neighbours * (dense[q] + dense[q + 2]))]
-
-
-def _windowed(values: list[float], share: float) -> list[float]:
-    """Each value plus ``share`` times its neighbours' (none at the ends): as in gateway.core.lexical."""
-    if not share:
-        return values
-    last = len(values) - 1
-    return [v + share * ((values[i - 1] if i else 0.0) + (values[i + 1] if i < last else 0.0)) for i, v in enumerate(values)]
