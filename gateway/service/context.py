@@ -8,6 +8,7 @@ rendering.
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -53,7 +54,7 @@ from gateway.errors import ContextLengthExceeded
 from gateway.core.excerpt import ExcerptOption, named_source, query_source
 from gateway.core.lexical import idf_weights, terms
 from gateway.core.postings import Documents
-from gateway.service.candidate_pool import POOL_SPARES, candidate_pool, kept_table, refreshed
+from gateway.service.candidate_pool import POOL_SPARES, PoolTable, candidate_pool, kept_table, refreshed
 from gateway.service.page_tree import open_folded_kept, visible_tree
 from gateway.service.router import Router
 from gateway.service.ingest import History, Ingestion
@@ -207,42 +208,7 @@ class ContextBuilder:
         router_ms = (time.perf_counter() - started) * 1000
         wanted = dict(state)
         wanted.update(requested)
-        # Detail is offered to the pages worth reading whole: the best-matching ones, and those asked for
-        full = self._shortlist(flow, relevance, folded)
-        detail_ids = [i for i in flow.ids() if view_of(wanted, i) is View.DETAIL or i in full]
         pages = {i: m.page for i, m in manifests.items()}
-        pages.update(await self._store.pages(thread, detail_ids))
-        weights = (
-            documents.idf_weights(terms(match_text))
-            if documents is not None
-            else idf_weights(terms(match_text), [manifests[r].terms for r in flow.roots if r not in folded])
-        )
-        # a page whose line holds it whole is never cut: the line costs what an excerpt would, and the answer
-        # often sits in the message next to the one that matches
-        source = query_source(match_text)
-        named = False
-        if source is None and documents is not None:
-            source = self._named(query, snapshot, documents, manifests)
-            named = source is not None
-        excerpts = {
-            i: self._excerpts.of(thread, pages[i], weights, counter, source)
-            for i in full
-            # a question about a named participant is held by their messages: a line then shows twice what it holds
-            if i in pages and (named or manifests[i].line is not LineHolds.CONTENT)
-        }
-
-        seen = snapshot.last_seen(flow.roots)
-
-        made: dict[str, Candidate] = {}
-
-        def candidate(r: str) -> Candidate:
-            if r not in made:
-                made[r] = self._candidate(
-                    manifests[r], relevance[r], view_of(requested, r), flow, manifests, wanted, seen.get(r), r in state,
-                    excerpts.get(r), r in full or view_of(wanted, r) is View.DETAIL,
-                )
-            return made[r]
-
         names = zoom_names(tools)
         verbatim = sorted(scaffold | set(keep[cut:]))  # the recent turns and the scaffolding, in request order
         live: list[Mapping[str, Any]] = [m for i in verbatim for m in split.blocks[i].messages] + list(split.tail)
@@ -271,6 +237,53 @@ class ContextBuilder:
         fixed = counted(compose(None))
         window = self._window_for(model)
         limit = min(budget, window) if window is not None else budget
+        # Detail and excerpts are offered to the pages worth reading whole: the best-matching ones, and those asked
+        # for; then to as many more as the budget could show at what those cost (see _showable)
+        ranked = self._ranked(flow, relevance, folded)
+        full = set(ranked[: self._settings.shortlist])
+        detail_ids = [i for i in flow.ids() if view_of(wanted, i) is View.DETAIL or i in full]
+        pages.update(await self._store.pages(thread, detail_ids))
+        weights = (
+            documents.idf_weights(terms(match_text))
+            if documents is not None
+            else idf_weights(terms(match_text), [manifests[r].terms for r in flow.roots if r not in folded])
+        )
+        # a page whose line holds it whole is never cut: the line costs what an excerpt would, and the answer
+        # often sits in the message next to the one that matches
+        source = query_source(match_text)
+        named = False
+        if source is None and documents is not None:
+            source = self._named(query, snapshot, documents, manifests)
+            named = source is not None
+
+        def excerpted(ids: Iterable[str]) -> dict[str, tuple[float | None, tuple[ExcerptOption, ...], float]]:
+            return {
+                i: self._excerpts.of(thread, pages[i], weights, counter, source)
+                for i in ids
+                # a question about a named participant is held by their messages: a line then shows twice what it holds
+                if i in pages and (named or manifests[i].line is not LineHolds.CONTENT)
+            }
+
+        excerpts = excerpted(full)
+        table = kept_table(snapshot.derived, flow.roots, manifests)
+        more = ranked[len(full) : _showable(limit - fixed, [self._cheapest(r, table, excerpts) for r in ranked[: len(full)]])]
+        if more:
+            pages.update(await self._store.pages(thread, more))
+            full.update(more)
+            excerpts.update(excerpted(more))
+
+        seen = snapshot.last_seen(flow.roots)
+
+        made: dict[str, Candidate] = {}
+
+        def candidate(r: str) -> Candidate:
+            if r not in made:
+                made[r] = self._candidate(
+                    manifests[r], relevance[r], view_of(requested, r), flow, manifests, wanted, seen.get(r), r in state,
+                    excerpts.get(r), r in full or view_of(wanted, r) is View.DETAIL,
+                )
+            return made[r]
+
         must = {r for r in (*state, *requested) if view_of(requested, r) is View.UNPACKED or r in state} | set(excerpts)
         # the instructions explain an element only when the context has one: its first entry pays for the line
         key = (counter.encoding_name, names.consult, names.shelve, bool(steps))
@@ -278,7 +291,6 @@ class ContextBuilder:
         if explained is None:
             explained = self._explained[key] = instruction_costs(counter.count, names.consult, names.shelve, trace=key[3])
         background_overhead, flow_overhead = BACKGROUND_OVERHEAD + explained.background, explained.nodes
-        table = kept_table(snapshot.derived, flow.roots, manifests)
         try:
             for spare in POOL_SPARES:
                 pool, rest = candidate_pool(table, manifests, relevance, seen, now, limit - fixed, excerpts, must, spare)
@@ -477,7 +489,24 @@ class ContextBuilder:
         skeleton = REPLY_PRIMING + tokens.total(client) + counter.count(system_instructions()) + SKELETON_TOKENS + counter.count(_shown_query(query))
         return first if skeleton + sum(sizes) <= budget else len(blocks)
 
-    def _shortlist(self, flow: PageTree, relevance: Mapping[str, float], folded: Mapping[str, tuple[str, ...]]) -> set[str]:
-        """The `pcp.shortlist` best-matching top-level pages: they may be excerpted or shown in Detail."""
+    @staticmethod
+    def _ranked(flow: PageTree, relevance: Mapping[str, float], folded: Mapping[str, tuple[str, ...]]) -> list[str]:
+        """The top-level pages that match the query, best first."""
         scored = [r for r in flow.roots if r not in folded and relevance.get(r, 0.0) > 0]
-        return set(sorted(scored, key=lambda r: -relevance[r])[: self._settings.shortlist])
+        return sorted(scored, key=lambda r: -relevance[r])
+
+    @staticmethod
+    def _cheapest(page: str, table: PoolTable, excerpts: Mapping[str, tuple[float | None, tuple[ExcerptOption, ...], float]]) -> int:
+        """The fewest tokens that show ``page``: its cheapest entry, or its smallest excerpt."""
+        least = int(table.cheapest[table.position[page]])
+        options = excerpts[page][1] if page in excerpts else ()
+        return min([least, *(option.tokens + 1 for option in options)])
+
+
+def _showable(room: int, costs: Sequence[int]) -> int:
+    """How many pages ``room`` tokens could show at the median of ``costs`` (what the best pages cost at their
+    cheapest): the shortlist offered excerpts and Detail covers them, since a page outside it can only be a line
+    and the budget would not weigh it by what its excerpts are worth. 0 without costs."""
+    if not costs or room <= 0:
+        return 0
+    return room // max(int(statistics.median(costs)), 1)
