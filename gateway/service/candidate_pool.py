@@ -9,6 +9,7 @@ pages that no other outside page dominates, become Python objects.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,7 +25,7 @@ from gateway.core.outside import OUTSIDE_MARGIN, Outside, outside_at, outside_bo
 from gateway.core.pages import utc
 from gateway.core.worth import AGE_FLOOR, DEFAULT_HALF_LIFE, FLOOR, RELEVANCE_POWER
 
-__all__ = ["POOL_SPARES", "PoolTable", "candidate_pool", "kept_table", "refreshed"]
+__all__ = ["POOL_SPARES", "PoolTable", "candidate_pool", "kept_table", "refreshed", "showable"]
 
 # How many times the most pages the budget can show are taken as candidates, in priority order, before all are
 # (see candidate_pool): most requests need only the first, a few (excerpts worth more than their page's priority) more.
@@ -84,6 +85,22 @@ def kept_table(derived: dict[Hashable, Any], roots: Sequence[str], manifests: Ma
     if not isinstance(table, PoolTable):
         table = derived[key] = PoolTable.of(roots, manifests)
     return table
+
+
+def showable(
+    table: PoolTable, best: Sequence[str], excerpts: Mapping[str, tuple[float | None, tuple[ExcerptOption, ...], float]], room: int
+) -> int:
+    """How many pages ``room`` tokens could show at the median cost of the ``best`` pages at their cheapest (their
+    smallest excerpt, else their cheapest entry): the pages offered excerpts and Detail cover them, since a page
+    outside those can only be a line and the budget would not weigh it by what its excerpts are worth. 0 without
+    pages."""
+    if not best or room <= 0:
+        return 0
+    costs = [
+        min([int(table.cheapest[table.position[page]]), *(option.tokens + 1 for option in (excerpts[page][1] if page in excerpts else ()))])
+        for page in best
+    ]
+    return room // max(int(statistics.median(costs)), 1)
 
 
 def candidate_pool(

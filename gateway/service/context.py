@@ -8,7 +8,6 @@ rendering.
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -54,7 +53,7 @@ from gateway.errors import ContextLengthExceeded
 from gateway.core.excerpt import ExcerptOption, named_source, query_source
 from gateway.core.lexical import idf_weights, terms
 from gateway.core.postings import Documents
-from gateway.service.candidate_pool import POOL_SPARES, PoolTable, candidate_pool, kept_table, refreshed
+from gateway.service.candidate_pool import POOL_SPARES, candidate_pool, kept_table, refreshed, showable
 from gateway.service.page_tree import open_folded_kept, visible_tree
 from gateway.service.router import Router
 from gateway.service.ingest import History, Ingestion
@@ -238,7 +237,7 @@ class ContextBuilder:
         window = self._window_for(model)
         limit = min(budget, window) if window is not None else budget
         # Detail and excerpts are offered to the pages worth reading whole: the best-matching ones, and those asked
-        # for; then to as many more as the budget could show at what those cost (see _showable)
+        # for; then to as many more as the budget could show at what those cost (see showable)
         ranked = self._ranked(flow, relevance, folded)
         full = set(ranked[: self._settings.shortlist])
         detail_ids = [i for i in flow.ids() if view_of(wanted, i) is View.DETAIL or i in full]
@@ -266,7 +265,7 @@ class ContextBuilder:
 
         excerpts = excerpted(full)
         table = kept_table(snapshot.derived, flow.roots, manifests)
-        more = ranked[len(full) : _showable(limit - fixed, [self._cheapest(r, table, excerpts) for r in ranked[: len(full)]])]
+        more = ranked[len(full) : showable(table, ranked[: len(full)], excerpts, limit - fixed)]
         if more:
             pages.update(await self._store.pages(thread, more))
             full.update(more)
@@ -494,19 +493,3 @@ class ContextBuilder:
         """The top-level pages that match the query, best first."""
         scored = [r for r in flow.roots if r not in folded and relevance.get(r, 0.0) > 0]
         return sorted(scored, key=lambda r: -relevance[r])
-
-    @staticmethod
-    def _cheapest(page: str, table: PoolTable, excerpts: Mapping[str, tuple[float | None, tuple[ExcerptOption, ...], float]]) -> int:
-        """The fewest tokens that show ``page``: its cheapest entry, or its smallest excerpt."""
-        least = int(table.cheapest[table.position[page]])
-        options = excerpts[page][1] if page in excerpts else ()
-        return min([least, *(option.tokens + 1 for option in options)])
-
-
-def _showable(room: int, costs: Sequence[int]) -> int:
-    """How many pages ``room`` tokens could show at the median of ``costs`` (what the best pages cost at their
-    cheapest): the shortlist offered excerpts and Detail covers them, since a page outside it can only be a line
-    and the budget would not weigh it by what its excerpts are worth. 0 without costs."""
-    if not costs or room <= 0:
-        return 0
-    return room // max(int(statistics.median(costs)), 1)
