@@ -185,6 +185,7 @@ class ContextBuilder:
         counter = self._counter_for(model)
         stored = await self.history.store_history(thread, messages, now, store=store)
         split, scaffold, keep, ids, added, snapshot = stored.split, stored.scaffold, stored.keep, stored.ids, stored.added, stored.snapshot
+        self._excerpts.prepare(thread, stored.pages, counter)
         blocks = [split.blocks[i] for i in keep]
         query = _query(split.tail)
         scaffolding = [m for i in sorted(scaffold) for m in split.blocks[i].messages]

@@ -37,7 +37,8 @@ SAVE_COMMAND = "/save"
 class History:
     """A request's messages as stored: its split, the scaffolding blocks, the positions of the conversation's
     blocks (the ones paged), their page ids in order, the ids that were new, what the request read of the
-    thread, and when the live turn was first asked (a retry or a client's tool round asks it again later)."""
+    thread, when the live turn was first asked (a retry or a client's tool round asks it again later), and the
+    pages it stored."""
 
     split: Split
     scaffold: frozenset[int]
@@ -46,6 +47,7 @@ class History:
     added: list[str]
     snapshot: ThreadSnapshot
     asked_at: datetime
+    pages: tuple[Page, ...] = ()  # the pages of ``added``
 
 
 def _asked_at(
@@ -105,6 +107,18 @@ class Ingestion:
         """Store the blocks' pages that are new; return every block's page id in order, and the new ones. With
         the request's ``snapshot`` (which read these ids), what is missing is known without asking the store,
         and the pages stored are known to it as stored."""
+        ids, added, _ = await self._ingest(thread, blocks, now, known_ids, snapshot)
+        return ids, added
+
+    async def _ingest(
+        self,
+        thread: ThreadKey,
+        blocks: Sequence[Block],
+        now: datetime,
+        known_ids: Sequence[str] | None,
+        snapshot: ThreadSnapshot | None,
+    ) -> tuple[list[str], list[str], tuple[Page, ...]]:
+        """`ingest`, with the pages it stored."""
         ids = list(known_ids) if known_ids is not None else [page_id(block.text) for block in blocks]
         missing = set(snapshot.missing(ids) if snapshot is not None else await self._store.missing(thread, ids))
         fresh: dict[str, tuple[Page, Block]] = {}
@@ -141,7 +155,8 @@ class Ingestion:
             for i, (page, block) in enumerate(entries)
         ]
         added = await self._store.add_pages(thread, new, now.timestamp(), snapshot)
-        return ids, added
+        stored = set(added)
+        return ids, added, tuple(page for page in pages if page.id in stored)
 
     async def store_history(
         self, thread: ThreadKey, messages: Sequence[Mapping[str, Any]], now: datetime, *, store: bool = True
@@ -164,7 +179,7 @@ class Ingestion:
         asked_at = now if before is None else min(datetime.fromtimestamp(before[1], now.tzinfo), now)
         if not store:
             return History(split, scaffold, keep, known, [], snapshot, asked_at)
-        ids, added = await self.ingest(thread, [split.blocks[i] for i in keep], now, known, snapshot)
+        ids, added, pages = await self._ingest(thread, [split.blocks[i] for i in keep], now, known, snapshot)
         if asking and before is None:
             await self._store.save_asked(thread, page_id(asking), now.timestamp())
-        return History(split, scaffold, keep, ids, added, snapshot, asked_at)
+        return History(split, scaffold, keep, ids, added, snapshot, asked_at, pages)

@@ -1,14 +1,15 @@
 """A page's excerpts for one query (gateway.core.excerpt), with what recurs across queries kept in memory.
 
 A page's units (its messages, lines or sentences, each counted and with its terms) and its background line are
-functions of its content and summary: they are cut once per page and kept. An excerpt's token count is a function
+functions of its content, summary and tokenizer: they are cut once per page and kept, when the page is stored
+(`prepare`) by the process that stores it, else when a query first needs them. An excerpt's token count is a function
 of its text, and the same excerpts of a page recur across questions: counts are kept per tokenizer, by text.
 Both are bounded, least recently used out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from gateway.adapters.store_keys import ThreadKey
@@ -41,17 +42,25 @@ class PageExcerpts:
     """The excerpts of pages for queries, cutting each page into units once."""
 
     def __init__(self, capacity: int = UNIT_CACHE) -> None:
-        # per page: its units (content never changes), and its background line with the summary it was made from
-        self._pages: Lru[tuple[str, str], tuple[tuple[Unit, ...], str, str]] = Lru(capacity)
+        # per page and tokenizer: its units (content never changes), and its background line with the summary it
+        # was made from
+        self._pages: Lru[tuple[str, str, str], tuple[tuple[Unit, ...], str, str]] = Lru(capacity)
         self._counts: dict[str, _TextCounts] = {}
 
     def _units(self, thread: ThreadKey, page: Page, counter: TokenCounter) -> tuple[tuple[Unit, ...], str]:
-        key = (thread.scope, page.id)
+        key = (counter.encoding_name, thread.scope, page.id)
         cached = self._pages.get(key)
         if cached is None or cached[1] != page.summary:  # the consolidator may rewrite a summary: its line with it
             cached = (units_of(page.content, counter.count) if cached is None else cached[0], page.summary, background_line(page))
             self._pages.put(key, cached)
         return cached[0], cached[2]
+
+    def prepare(self, thread: ThreadKey, pages: Iterable[Page], counter: TokenCounter) -> None:
+        """Cut new pages into their units now, while they are stored: a later request that shortlists them
+        (it matches them against its query) then finds them cut, and its work does not grow with the pages
+        it has not seen before."""
+        for page in pages:
+            self._units(thread, page, counter)
 
     def of(
         self, thread: ThreadKey, page: Page, weights: Mapping[str, float], counter: TokenCounter, source: str | None
