@@ -30,6 +30,7 @@ class Postings:
         # term looked up in them, and per scoring (lengths, neighbours, k1, b) the length norms and each term's
         # BM25 terms by position. Kept for one set of documents; dropped when another comes, or when full.
         self._documents: tuple[str, ...] = ()
+        self._order: Mapping[str, int] | None = None  # their positions
         self._positions: dict[str, list[int]] = {}
         self._scoring: tuple[tuple[tuple[int, ...], float, float, float], list[float], dict[str, list[tuple[int, float]]]] | None = None
 
@@ -47,14 +48,18 @@ class Postings:
     def documents(self, ids: Sequence[str], lengths: Sequence[int]) -> Documents | None:
         """``ids`` (distinct pages, every one added, in conversation order, with their lengths) as one request's
         documents; ``None`` when they are not (then the plain functions over the counts apply)."""
-        order = {page_id: position for position, page_id in enumerate(ids)}
-        if len(order) != len(ids) or any(page_id not in self._counts for page_id in ids):
-            return None
         key = tuple(ids)
+        if key == self._documents and self._order is not None:  # the last documents again: checked then
+            order = self._order
+        else:
+            order = {page_id: position for position, page_id in enumerate(ids)}
+            if len(order) != len(ids) or any(page_id not in self._counts for page_id in ids):
+                return None
         if key != self._documents or len(self._positions) > TERMS_KEPT:
             self._documents, self._positions, self._scoring = key, {}, None
         elif self._scoring is not None and len(self._scoring[2]) > TERMS_KEPT:
             self._scoring = None
+        self._order = order
         # the same pages' positions and scores never change (a page's counts never do)
         return Documents(self, order, lengths, self._documents)
 

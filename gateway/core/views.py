@@ -323,6 +323,8 @@ def shelve(state: ViewState, tree: PageTree, ids: Iterable[str]) -> ZoomResult:
 def settle(state: ViewState, tree: PageTree) -> ZoomResult:
     """Fold every Unpacked container with no child above Summary back to Detail (end of a turn)."""
     zoom = _Zoom(state, tree)
+    if View.UNPACKED not in zoom.views.values():  # the usual case: no container open, no walk over every page
+        return zoom.result()
     for page_id in reversed(tree.ids()):
         if zoom.get(page_id) is View.UNPACKED and all(zoom.get(c) is View.SUMMARY for c in tree.kids(page_id)):
             zoom.step(page_id, ZoomEvent.SHELVE)

@@ -240,8 +240,10 @@ class ContextBuilder:
         # Detail and excerpts are offered to the pages worth reading whole: the best-matching ones, and those asked
         # for; then to as many more as the budget could show at what those cost (see showable)
         ranked = self._ranked(flow, relevance, folded)
-        full = set(ranked[: self._settings.shortlist])
-        detail_ids = [i for i in flow.ids() if view_of(wanted, i) is View.DETAIL or i in full]
+        best = ranked[: self._settings.shortlist]
+        full = set(best)
+        # (the shortlist, then the pages in Detail: a few, never a walk over every page)
+        detail_ids = [i for i in dict.fromkeys([*best, *(k for k, v in wanted.items() if v is View.DETAIL)]) if i in flow]
         pages.update(await self._store.pages(thread, detail_ids))
         weights = (
             documents.idf_weights(terms(match_text))
@@ -493,4 +495,4 @@ class ContextBuilder:
     def _ranked(flow: PageTree, relevance: Mapping[str, float], folded: Mapping[str, tuple[str, ...]]) -> list[str]:
         """The top-level pages that match the query, best first."""
         scored = [r for r in flow.roots if r not in folded and relevance.get(r, 0.0) > 0]
-        return sorted(scored, key=lambda r: -relevance[r])
+        return sorted(scored, key=relevance.__getitem__, reverse=True)  # stable: ties stay in conversation order

@@ -66,10 +66,13 @@ class SplitCache:
             result = Split(known.system + rest.system, known.blocks + rest.blocks, known.ids + rest.ids, rest.tail,
                            rest.sealed if reusable else known.sealed)  # fmt: skip
             reusable += len(known.blocks)
+            system, start = known.system, len(prefix)  # the known prefix's system messages, then the new part's
         else:
             result, reusable = _split(messages, 0)
+            system, start = (), 0
+        # the system messages of the part a later request reuses (later ones are re-read each time)
+        system += tuple(m for m in messages[start : result.sealed] if m.get("role") in SYSTEM_ROLES)
         prefix = list(messages[: result.sealed])
-        system = tuple(m for m in prefix if m.get("role") in SYSTEM_ROLES)  # later ones are re-read each time
         self._items[scope] = (prefix, Split(system, result.blocks[:reusable], result.ids[:reusable], (), result.sealed))
         self._items.move_to_end(scope)
         if len(self._items) > self.capacity:
