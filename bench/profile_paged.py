@@ -5,11 +5,12 @@ Starts the real gateway (embedded Redis) against the fake upstream, ingests a th
 venv's Python, else on PATH) while it serves sequential requests (the same history plus a different question each) for
 ``--seconds``. Prints the share of samples under each of the request path's main functions (inclusive), the
 top functions by own samples, and the gateway's CPU per request over the sampled requests. ``--pass-through``
-profiles `X-PCP-Mode: off` requests instead, ``--stream`` streamed ones.
+profiles `X-PCP-Mode: off` requests instead, ``--stream`` streamed ones, ``--growing`` a chat's requests: each one
+exchange longer than the one before (the question before, answered), so each stores a new page.
 
 Run from the repository root:
 
-    .venv/bin/python -m bench.profile_paged [--turns 600] [--seconds 40] [--rate 100] [--pass-through] [--stream] [--raw FILE]
+    .venv/bin/python -m bench.profile_paged [--turns 600] [--seconds 40] [--rate 100] [--pass-through] [--stream] [--growing] [--raw FILE]
 """
 
 from __future__ import annotations
@@ -89,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
                              "function's share is good to a few tenths of a millisecond per request)")
     parser.add_argument("--pass-through", action="store_true", help="profile `X-PCP-Mode: off` requests instead of paged ones")
     parser.add_argument("--stream", action="store_true", help="streamed requests (the first token's path included)")
+    parser.add_argument("--growing", action="store_true",
+                        help="each request one exchange longer than the one before, as a chat sends them (each stores a page)")
     parser.add_argument("--raw", type=Path, help="keep py-spy's raw output here (each stack under its thread's name)")
     parser.add_argument("--summarize", type=Path, help="only summarize this raw py-spy output")
     args = parser.parse_args(argv)
@@ -124,10 +127,15 @@ def main(argv: list[str] | None = None) -> int:
         done = threading.Event()
         served = [0]
 
+        replies = [m["content"] for m in history(args.turns + 2000)[2 + 2 * args.turns :: 2]]
+
         def drive() -> None:
             while not done.is_set():
                 bench.counter += 1
-                bench._one(base + [question(bench.counter)], headers, args.stream)
+                asked = question(bench.counter)
+                bench._one(base + [asked], headers, args.stream)
+                if args.growing:  # the next request carries this one's question, answered
+                    base.extend([asked, {"role": "assistant", "content": replies[served[0] % len(replies)]}])
                 served[0] += 1
                 fake.reset()
 
@@ -139,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         done.set()
         driver.join(timeout=120)
         cpu1 = _cpu_seconds(bench.proc)
-        kind = ("pass-through" if args.pass_through else "paged") + (", streamed" if args.stream else "")
+        kind = ("pass-through" if args.pass_through else "paged") + (", streamed" if args.stream else "") + (", growing" if args.growing else "")
         print(f"{args.turns} turns, {kind}: {served[0]} requests sampled, gateway CPU {1000 * (cpu1 - cpu0) / max(served[0], 1):.1f} ms/request "
               f"(py-spy's own overhead on the process included)")
         print(summarize(raw.read_text()))
