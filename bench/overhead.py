@@ -16,7 +16,9 @@ question each request):
   before (the new exchange is stored, summarized and embedded), its CPU counted until the background work it
   left (consolidation) has settled; sequential requests only;
 - with ``--baseline REF``: the gateway of another commit (``git archive``), pass-through and paged, started
-  next to the current one so that before and after are measured in the same run, interleaved.
+  next to the current one so that before and after are measured in the same run, interleaved; with ``--rounds N``
+  each size's sequential requests are split in N rounds over every target in turn (a burst of load from outside
+  the run then lands on a round of each target, not on one target's cell; a cell's CPU is its median round's).
 
 For each: CPU ms per request (user + sys of the whole process group: the gateway with its embedded Redis, the
 proxy with its workers), p50/p95 latency and requests/s of sequential requests, requests/s at concurrency 32,
@@ -29,7 +31,7 @@ cost is the same for every target. Every phase is bounded by a request count and
 
 Run from the repository root:
 
-    .venv/bin/python -m bench.overhead [--write-docs] [--baseline REF] [--turns 10,100,300,600]
+    .venv/bin/python -m bench.overhead [--write-docs] [--baseline REF] [--rounds 4] [--turns 10,100,300,600]
         [--requests 20] [--stream-requests 10] [--concurrent-requests 64] [--quick]
 """
 
@@ -405,6 +407,7 @@ class Plan:
     concurrent_requests: int
     warmup: int
     phase_limit_s: float
+    rounds: int = 1  # the sequential requests of one size, split in this many rounds over every target in turn
 
 
 class Runner:
@@ -474,6 +477,44 @@ class Runner:
         cell = Cell(server.name, turns)
         payloads = self._payloads(turns, plan.requests)
         self._time(cell, server, lambda: sequential(self.client, url, headers, payloads, plan.phase_limit_s))
+        return self.finish(cell, server, turns)
+
+    def cells_in_rounds(self, servers: Sequence[Server], turns: int) -> list[Cell]:
+        """The cells of ``servers`` at ``turns`` with their sequential requests split in ``plan.rounds`` rounds,
+        every target in each round, the order rotated round by round: load from outside the run that comes in a
+        burst lands on a round of every target instead of on one target's whole cell. A cell's CPU per request is
+        the median of its rounds'; its latencies are over all its requests. Then each target's streamed and
+        concurrent phases, as `cell` runs them."""
+        plan = self.plan
+        rounds = max(1, min(plan.rounds, plan.requests))
+        sizes = [plan.requests // rounds + (1 if r < plan.requests % rounds else 0) for r in range(rounds)]
+        cpu: dict[str, list[float]] = {s.name: [] for s in servers}
+        walls: dict[str, list[float]] = {s.name: [] for s in servers}
+        elapsed = dict.fromkeys(cpu, 0.0)
+        for r, size in enumerate(sizes):
+            for server in [*servers[r % len(servers):], *servers[: r % len(servers)]]:
+                url, headers = server.url + "/chat/completions", self._headers(server, turns)
+                payloads = self._payloads(turns, size)
+                cpu0, t0 = group_cpu(server.proc), time.perf_counter()
+                done = sequential(self.client, url, headers, payloads, plan.phase_limit_s / rounds)
+                elapsed[server.name] += time.perf_counter() - t0
+                time.sleep(0.2)  # deferred per-request work (callbacks, logging) counts too
+                cpu[server.name].append((group_cpu(server.proc) - cpu0) * 1000 / len(done))
+                walls[server.name].extend(done)
+        cells = []
+        for server in servers:
+            found = walls[server.name]
+            cell = Cell(server.name, turns, requests=len(found), cpu_ms=statistics.median(cpu[server.name]),
+                        p50_ms=quantile(found, 0.5) * 1000, p95_ms=quantile(found, 0.95) * 1000,
+                        rps_1=len(found) / elapsed[server.name])
+            cells.append(self.finish(cell, server, turns))
+        return cells
+
+    def finish(self, cell: Cell, server: Server, turns: int) -> Cell:
+        """``cell``'s streamed and concurrent phases, and the target's resident memory after them."""
+        plan = self.plan
+        url = server.url + "/chat/completions"
+        headers = self._headers(server, turns)
         if plan.stream_requests:
             ttft = first_token(self.client, url, headers, self._payloads(turns, plan.stream_requests, stream=True),
                                plan.phase_limit_s)
@@ -647,6 +688,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stream-requests", type=int, default=10, help="streamed requests per cell, for TTFT (default 10)")
     parser.add_argument("--concurrent-requests", type=int, default=64, help="requests at concurrency 32 per cell (default 64; 0: skip)")
     parser.add_argument("--warmup", type=int, default=2, help="warm-up requests per cell (default 2)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="split each size's sequential requests in this many rounds over every target in turn; a "
+                             "cell's CPU is the median of its rounds' (default 1: each cell's requests in one block)")
     parser.add_argument("--phase-limit", type=float, default=30.0, help="seconds after which a phase stops early (default 30)")
     parser.add_argument("--quick", action="store_true", help="5 sequential, 3 streamed, 32 concurrent requests, 1 warm-up")
     parser.add_argument("--targets", default="direct,litellm-proxy,pass-through,paged,refused,growing",
@@ -666,7 +710,7 @@ def main(argv: list[str] | None = None) -> int:
     targets = {t.strip() for t in args.targets.split(",") if t.strip()}
     if args.requests < 1 or not turns or min(turns) < 0:
         parser.error("--requests must be >= 1 and --turns a comma-separated list of sizes")
-    plan = Plan(args.requests, args.stream_requests, args.concurrent_requests, args.warmup, args.phase_limit)
+    plan = Plan(args.requests, args.stream_requests, args.concurrent_requests, args.warmup, args.phase_limit, args.rounds)
     version = litellm_version()
 
     signal.signal(signal.SIGTERM, _on_sigterm)
@@ -704,9 +748,14 @@ def main(argv: list[str] | None = None) -> int:
             runner = Runner(plan)
             gateways = [s for s in servers if s.name in ("paged", "pass-through")]  # this commit's, not the baseline's
             for t in turns:
-                for server in servers:
-                    if server.name == "paged" and "paged" not in targets:  # started for the growing thread only
-                        continue
+                measured = [s for s in servers if not (s.name == "paged" and "paged" not in targets)]  # else for growing only
+                if plan.rounds > 1:
+                    for server in measured:
+                        runner.prepare(server, t)
+                    for cell in runner.cells_in_rounds(measured, t):
+                        cells.append(cell)
+                        log(text_table(cells[-1:]).splitlines()[-1])
+                for server in measured if plan.rounds <= 1 else ():
                     runner.prepare(server, t)
                     cells.append(runner.cell(server, t))
                     log(text_table(cells[-1:]).splitlines()[-1])
@@ -729,7 +778,8 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     meta = (f"Run {when}, {elapsed / 60:.1f} min, {os.cpu_count()} CPUs (shared), litellm {version}; per cell "
-            f"{plan.requests} sequential, {plan.stream_requests} streamed, {plan.concurrent_requests} at concurrency "
+            f"{plan.requests} sequential" + (f" in {plan.rounds} rounds over every target (CPU: the median round)" if plan.rounds > 1 else "")
+            + f", {plan.stream_requests} streamed, {plan.concurrent_requests} at concurrency "
             f"{CONCURRENCY}, after {plan.warmup} warm-up" + (f"; baseline {args.baseline}" if args.baseline else "") + ".")
     print(f"\n{meta}")
     if memory_rows:
