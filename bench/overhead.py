@@ -755,10 +755,11 @@ def main(argv: list[str] | None = None) -> int:
                     for cell in runner.cells_in_rounds(measured, t):
                         cells.append(cell)
                         log(text_table(cells[-1:]).splitlines()[-1])
-                for server in measured if plan.rounds <= 1 else ():
-                    runner.prepare(server, t)
-                    cells.append(runner.cell(server, t))
-                    log(text_table(cells[-1:]).splitlines()[-1])
+                else:
+                    for server in measured:
+                        runner.prepare(server, t)
+                        cells.append(runner.cell(server, t))
+                        log(text_table(cells[-1:]).splitlines()[-1])
                 if REFUSED in targets and gateways:
                     cells.append(runner.refused(gateways[-1], t))
                     log(text_table(cells[-1:]).splitlines()[-1])

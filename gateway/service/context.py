@@ -268,7 +268,7 @@ class ContextBuilder:
 
         excerpts = excerpted(full)
         table = kept_table(snapshot.derived, flow.roots, manifests)
-        more = ranked[len(full) : showable(table, ranked[: len(full)], excerpts, limit - fixed)]
+        more = ranked[len(best) : showable(table, best, excerpts, limit - fixed)]
         if more:
             pages.update(await self._store.pages(thread, more))
             full.update(more)
