@@ -3,6 +3,11 @@
 A page id is the first :data:`ID_LENGTH` hex characters of the SHA-256 of the page content (UTF-8; lone
 surrogates kept via ``surrogatepass``), so it is the same on every process and machine and ingestion is idempotent.
 Timestamps are timezone-aware; a naive datetime is taken to be UTC and stored as aware UTC.
+
+A page the store has numbered also has a *handle*, ``p<n>``: the n-th page stored in its thread (Original or
+Consolidated, from 1). The model sees and names a page by its :attr:`Page.label`, the handle where it has one: an
+id such as ``a78c52f0f1`` is ~7 tokens in cl100k and o200k, ``p341`` 2, on every entry of every context. The id stays
+the page's identity everywhere else (storage, links, views, caches).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from gateway.core.blocks import Block
 from gateway.core.extract import extract_clusters, extractive_summary
 
 __all__ = [
+    "HANDLE_PATTERN",
     "ID_LENGTH",
     "Page",
     "PageType",
@@ -30,6 +36,7 @@ __all__ = [
 
 ID_LENGTH = 10
 _ID_PATTERN = re.compile(r"[0-9a-f]{8,12}")
+HANDLE_PATTERN = re.compile(r"p[1-9][0-9]*")
 
 
 class PageType(enum.Enum):
@@ -75,10 +82,13 @@ class Page:
     tokens: int
     source_ids: tuple[str, ...] = ()
     topic_id: str | None = None
+    handle: str = ""  # p<n>, once the store has numbered the page in its thread ("": not numbered)
 
     def __post_init__(self) -> None:
         if not is_page_id(self.id):
             raise ValueError(f"page id {self.id!r} is not 8-12 lower-case hex characters")
+        if self.handle and HANDLE_PATTERN.fullmatch(self.handle) is None:
+            raise ValueError(f"page handle {self.handle!r} is not p<n>")
         if self.tokens < 0:
             raise ValueError("page tokens must be >= 0")
         if self.type is PageType.ORIGINAL and (self.source_ids or self.topic_id is not None):
@@ -88,6 +98,11 @@ class Page:
         if self.id in self.source_ids:
             raise ValueError("a page cannot contain itself")
         object.__setattr__(self, "timestamp", utc(self.timestamp))
+
+    @property
+    def label(self) -> str:
+        """What the model sees and names the page by: its handle, or its id when it has none."""
+        return self.handle or self.id
 
     def with_manifest(self, summary: str, clusters: Sequence[str]) -> Page:
         """This page with a new summary and clusters (e.g. from the summarizer model); id and content unchanged."""

@@ -9,14 +9,14 @@ alone; every paged request does it first (gateway.service.context).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
 
 from gateway.adapters.embedder import Embedder
-from gateway.adapters.manifests import NewPage
+from gateway.adapters.manifests import HANDLE_ESTIMATE, NewPage, handle_of
 from gateway.adapters.redis_store import RedisStore, ThreadKey
 from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.config import PcpSettings
@@ -149,14 +149,16 @@ class Ingestion:
             at += len(split)
             if all(row is not None for row in rows):
                 sentence_vectors[i] = np.vstack(rows)
+        # the store numbers a thread's pages as it stores them, at most one number per page it holds: the thread's
+        # page count after these is as wide as the widest number they can get (a line is counted with its handle)
+        widest = handle_of(snapshot.page_count + len(entries)) if snapshot is not None and entries else HANDLE_ESTIMATE
         new = [
             NewPage.of(page, count, term_counts(page.content), vectors[i], block.anchor_text, kept_messages(block),
-                       user_vectors.get(i), sentence_vectors.get(i))
+                       user_vectors.get(i), sentence_vectors.get(i), widest)
             for i, (page, block) in enumerate(entries)
         ]
-        added = await self._store.add_pages(thread, new, now.timestamp(), snapshot)
-        stored = set(added)
-        return ids, added, tuple(page for page in pages if page.id in stored)
+        numbers = await self._store.add_pages(thread, new, now.timestamp(), snapshot)
+        return ids, list(numbers), tuple(replace(page, handle=handle_of(numbers[page.id])) for page in pages if page.id in numbers)
 
     async def store_history(
         self, thread: ThreadKey, messages: Sequence[Mapping[str, Any]], now: datetime, *, store: bool = True

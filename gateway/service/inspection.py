@@ -30,6 +30,7 @@ def _node(manifest: Manifest, by_id: dict[str, Manifest], heat: dict[str, str]) 
     page = manifest.page
     node: dict[str, Any] = {
         "id": page.id,
+        "label": page.label,  # what the model sees and names it by (its handle, p<n>, where it has one)
         "type": page.type.value,
         "timestamp": iso_time(page.timestamp),
         "summary": page.summary,
@@ -65,6 +66,7 @@ class ThreadInspector:
             return None
         return {
             "id": found.id,
+            "label": found.label,
             "type": found.type.value,
             "timestamp": iso_time(found.timestamp),
             "summary": found.summary,

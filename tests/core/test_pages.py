@@ -53,11 +53,19 @@ def test_timestamps_are_aware_utc() -> None:
         ({"topic_id": "t"}, "Original"),
         ({"type": PageType.CONSOLIDATED}, "source id"),
         ({"type": PageType.CONSOLIDATED, "source_ids": ("a1b2c3d4e5",)}, "itself"),
+        ({"handle": "p0"}, "handle"),
+        ({"handle": "341"}, "handle"),
     ],
 )
 def test_invalid_pages_are_rejected(changes: dict[str, object], problem: str) -> None:
     with pytest.raises(ValueError, match=problem):
         page(**changes)
+
+
+def test_a_page_is_named_by_its_handle_once_it_has_one() -> None:
+    assert page().label == page().id
+    numbered = page(handle="p341")
+    assert numbered.label == "p341" and numbered.with_manifest("new", []).label == "p341"
 
 
 def test_pages_are_immutable_and_manifest_can_be_replaced() -> None:
