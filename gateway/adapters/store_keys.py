@@ -18,7 +18,8 @@ so a thread's keys share one slot and its multi-key transactions and scripts sta
 - `...:segment`   hash   the consolidator's state: `cursor` into the log, `buffer` (JSON)
 - `...:heat`      hash   page id -> times shown in Detail or consulted
 - `...:seen`      hash   page id -> last such access (ISO 8601)
-- `...:form`      string `paged` once a request of the thread was sent paged (absent: every one went raw)
+- `...:form`      string `paged` once a request of the thread was sent paged because its raw form no longer fit the
+                         budget: the thread stays paged (gateway.core.form; absent: raw while it fits and is smaller)
 - `...:layout`    string the thread's last request layout (gateway.core.scaffolding)
 - `...:asked`     string JSON `[hash, time]`: the last request's live user message (a hash of its text) and when it
                          was sent; the exchange it opens is stored by the next request, and is dated by it

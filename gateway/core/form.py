@@ -4,16 +4,18 @@
 Paging pays only when it makes a request smaller or the history no longer fits: a short thread sent as pages
 costs more than the thread itself (the instructions, tags and summaries ride on top of what would have been
 sent). So while the client's whole request fits the budget and is no larger than its paged form, it goes raw;
-pages are stored either way, so the thread is ready when it grows. Once a thread has gone paged it stays paged:
-switching back and forth would change what the model saw of the same history from one turn to the next (and
-break the provider's prompt cache each time).
+pages are stored either way, so the thread is ready when it grows. Once a thread's history has outgrown the budget
+it stays paged (:func:`pages_for_good`): switching back and forth would change what the model saw of the same
+history from one turn to the next (and break the provider's prompt cache each time). A request sent paged only
+because paging made it smaller does not make its thread paged for good: the next one, whose paged form may be the
+larger (another question shows other pages), would be sent paged with more tokens than the client sent.
 """
 
 from __future__ import annotations
 
 import enum
 
-__all__ = ["Form", "choose_form"]
+__all__ = ["Form", "choose_form", "pages_for_good"]
 
 
 class Form(enum.Enum):
@@ -27,3 +29,9 @@ def choose_form(*, raw_tokens: int, paged_tokens: int, budget: int, paged_before
     if paged_before or raw_tokens > budget or raw_tokens > paged_tokens:
         return Form.PAGED
     return Form.RAW
+
+
+def pages_for_good(*, raw_tokens: int, budget: int) -> bool:
+    """Whether a request sent paged makes its thread paged for good: the client's request (``raw_tokens``) no longer
+    fits ``budget``."""
+    return raw_tokens > budget

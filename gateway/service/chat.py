@@ -27,7 +27,7 @@ from gateway.adapters.redis_store import RedisStore, ThreadKey
 from gateway.adapters.upstream import Upstream
 from gateway.config import GatewayConfig
 from gateway.core import TokenCounter, message_text, split_blocks
-from gateway.core.form import Form, choose_form
+from gateway.core.form import Form, choose_form, pages_for_good
 from gateway.errors import StoreUnavailable
 from gateway.service.consolidator import Consolidator
 from gateway.service.context import ContextBuilder, PagedContext
@@ -195,7 +195,7 @@ class ChatService:
 
     async def _form(self, request: ChatRequest, context: PagedContext) -> tuple[Form, int | None]:
         """The form this request goes upstream in, and the client's request size in tokens (``None`` when it
-        was not needed: a thread that went paged once stays paged, and is not counted again)."""
+        was not needed: a thread whose history outgrew the budget once stays paged, and is not counted again)."""
         if not self._config.pcp.raw_form:
             return Form.PAGED, None
         paged_before = context.was_paged  # read with the rest of the thread (RedisStore.snapshot)
@@ -204,7 +204,7 @@ class ChatService:
             raw_tokens = TokenCounter.for_model(request.model).count_messages(request.messages)
         budget = request_budget(request.meta.budget, self._config.pcp.budget_tokens)
         form = choose_form(raw_tokens=raw_tokens or 0, paged_tokens=context.prompt_tokens, budget=budget, paged_before=paged_before)
-        if form is Form.PAGED and not paged_before:
+        if form is Form.PAGED and not paged_before and pages_for_good(raw_tokens=raw_tokens or 0, budget=budget):
             await self._store.mark_paged(context.thread)
         return form, raw_tokens
 

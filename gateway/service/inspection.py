@@ -124,6 +124,6 @@ class ThreadInspector:
                 "buffer_tokens": segment.buffer.tokens,
                 "topic_id": segment.buffer.topic_id,
             },
-            "form": "paged" if await self._store.was_paged(thread) else "raw",  # what its last request went as
+            "form": "paged" if await self._store.was_paged(thread) else "raw",  # paged for good: it outgrew the budget
             "pending_jobs": pending,
         }
