@@ -18,6 +18,7 @@ from gateway.adapters.manifests import Manifest
 from gateway.adapters.redis_store import RedisStore
 from gateway.adapters.store_keys import ThreadKey
 from gateway.core import iso_time, message_text
+from gateway.core.pages import HANDLE_PATTERN
 from gateway.errors import InvalidRequest, ModelNotFound
 from gateway.service.context import ContextBuilder
 from gateway.service.consolidator import Consolidator
@@ -60,7 +61,11 @@ class ThreadInspector:
         self._budget = budget
 
     async def page(self, thread: ThreadKey, page_id: str) -> dict[str, Any] | None:
-        """One page whole: its manifest and content (None when the thread has no such page)."""
+        """One page whole: its manifest and content (None when the thread has no such page). ``page_id`` may be the
+        page's handle, as the model saw it (``p341``): found among the thread's manifests."""
+        if HANDLE_PATTERN.fullmatch(page_id):
+            manifests, _ = await self._cstore.tree(thread)
+            page_id = next((m.page.id for m in manifests if m.page.handle == page_id), page_id)
         found = (await self._store.pages(thread, [page_id])).get(page_id)
         if found is None:
             return None

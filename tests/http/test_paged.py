@@ -200,6 +200,9 @@ def test_pages_are_shown_and_consulted_by_handles_numbered_in_conversation_order
     # each label stands for the page whose text it heads: p5 is the fifth exchange
     fifth = next(e for e in (root.findtext("Background_Context") or "").split("\n") if e.startswith("[p5] "))
     assert "Question 4 about" in fifth
+    # the inspector finds a page by the handle the model saw, as by its id
+    by_handle = httpx.get(f"{paged.root_url}/pcp/threads/{thread}/pages/p5", headers={"Authorization": "Bearer sk-tenant-a"}).json()
+    assert (by_handle["id"], by_handle["label"]) == (labels["p5"], "p5") and "Question 4 about" in by_handle["content"]
 
     target = shown[0]
     upstream.script(Reply(content=None, tool_calls=[ToolCall("pcp_consult", json.dumps({"reason": "read it", "ids": [f"[{target}]"]}))]),
