@@ -5,9 +5,10 @@ surrogates kept via ``surrogatepass``), so it is the same on every process and m
 Timestamps are timezone-aware; a naive datetime is taken to be UTC and stored as aware UTC.
 
 A page the store has numbered also has a *handle*, ``p<n>``: the n-th page stored in its thread (Original or
-Consolidated, from 1). The model sees and names a page by its :attr:`Page.label`, the handle where it has one: an
-id such as ``a78c52f0f1`` is ~7 tokens in cl100k and o200k, ``p341`` 2, on every entry of every context. The id stays
-the page's identity everywhere else (storage, links, views, caches).
+Consolidated, from 1). The model sees and names a page by its :attr:`Page.label`, the handle where it has one:
+``[a78c52f0f1]`` is 8 tokens on average in cl100k and o200k, ``[p341]`` 3, on every entry of every context. A handle
+never looks like an id (``p`` is no hex digit). The id stays the page's identity everywhere else (storage, links,
+views, caches).
 """
 
 from __future__ import annotations

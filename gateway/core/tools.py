@@ -2,9 +2,10 @@
 
 Parsing is forgiving, because small models are sloppy: ``ids`` may be a list or a single string (also comma- or
 space-separated), an ``id`` key is accepted as an alias, numbers are taken as ids, ids are trimmed (of quotes and
-brackets too), lower-cased and de-duplicated in order, and arguments encoded twice as a JSON string are decoded. A missing
-reason is recorded as ``(no reason given)``. Anything unusable becomes a :class:`ToolArgError` whose ``message``
-tells the model, in plain words, how to call the tool correctly — never an exception.
+brackets too), lower-cased and de-duplicated in order, and arguments encoded twice as a JSON string are decoded. A
+missing reason is recorded as ``(no reason given)``. Anything unusable becomes a :class:`ToolArgError` whose
+``message`` tells the model, in plain words, how to call the tool correctly — never an exception. An id may be a
+page's handle (``p12``); the zoom loop reads it back as the page (`gateway.core.views.PageTree.resolve`).
 """
 
 from __future__ import annotations
