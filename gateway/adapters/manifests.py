@@ -19,20 +19,20 @@ import numpy.typing as npt
 from gateway.core import LineHolds, Page, PageType, background_line, line_holds, summary_fits_line
 from gateway.core.lexical import LEXICON, restem, term_counts
 from gateway.core.outside import outside_bound
-from gateway.core.pages import utc
+from gateway.core.pages import handle_of, utc
 from gateway.core.worth import DAY_OVERHEAD
 
 __all__ = [
-    "HANDLE_ESTIMATE", "Manifest", "NewPage", "decode_vector", "encode_vector", "handle_of", "manifest_json", "micros", "numbered",
+    "HANDLE_ESTIMATE", "Manifest", "NewPage", "decode_vector", "encode_vector", "manifest_json", "micros", "numbered",
     "parse_manifest", "sentences_vector_field", "user_vector_field",
 ]  # fmt: skip
 
 LINES = 2  # background_tokens counts the line without its date (2), or with it (1, before day headings)
 # the handle a page's line is counted with when nothing tells what number the store will give it (it is numbered as
 # the script stores it, after its counts were made): for threads of fewer than 10,000 pages never fewer tokens than
-# its own handle, one more for the first 999 (`[p341]` is 3 tokens in cl100k and o200k, `[p9999]` 4); a request
+# its own handle, one more for the first 999 (`[p341]` is 3 tokens in cl100k and o200k, `[q9999]` 4); a request
 # that stores pages counts them with the number its thread's page count gives instead (see `NewPage.of`)
-HANDLE_ESTIMATE = "p9999"
+HANDLE_ESTIMATE = "q9999"
 
 
 @dataclass(frozen=True)
@@ -183,11 +183,6 @@ def numbered(raw: str, number: int) -> str:
     as its last member: what the store's scripts append when they number a page they store (the Lua
     ``numbered`` of `gateway.adapters.redis_store`), byte for byte."""
     return f'{raw[:-1]}, "number": {number}}}'
-
-
-def handle_of(number: int | None) -> str:
-    """The handle of the page numbered ``number`` in its thread (`gateway.core.pages`); "" for none."""
-    return f"p{number}" if number else ""
 
 
 def parse_manifest(page_id: str, raw: str, content: str = "") -> Manifest:

@@ -4,11 +4,11 @@ A page id is the first :data:`ID_LENGTH` hex characters of the SHA-256 of the pa
 surrogates kept via ``surrogatepass``), so it is the same on every process and machine and ingestion is idempotent.
 Timestamps are timezone-aware; a naive datetime is taken to be UTC and stored as aware UTC.
 
-A page the store has numbered also has a *handle*, ``p<n>``: the n-th page stored in its thread (Original or
-Consolidated, from 1). The model sees and names a page by its :attr:`Page.label`, the handle where it has one:
-``[a78c52f0f1]`` is 8 tokens on average in cl100k and o200k, ``[p341]`` 3, on every entry of every context. A handle
-never looks like an id (``p`` is no hex digit). The id stays the page's identity everywhere else (storage, links,
-views, caches).
+A page the store has numbered also has a *handle* (:func:`handle_of`): ``p341`` for the 341st page stored in its
+thread (Original or Consolidated, from 1). The model sees and names a page by its :attr:`Page.label`, the handle
+where it has one: ``[a78c52f0f1]`` is 8 tokens on average in cl100k and o200k, ``[p341]`` 3, on every entry of every
+context. A handle never looks like an id (``p`` is no hex digit). The id stays the page's identity everywhere else
+(storage, links, views, caches).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ __all__ = [
     "Page",
     "PageType",
     "consolidated_page",
+    "handle_of",
     "is_page_id",
     "original_page",
     "page_id",
@@ -37,7 +38,9 @@ __all__ = [
 
 ID_LENGTH = 10
 _ID_PATTERN = re.compile(r"[0-9a-f]{8,12}")
-HANDLE_PATTERN = re.compile(r"p[1-9][0-9]*")
+# the letter of a handle says how many digits follow: p and 3 (p001-p999), q and 4, r and 5, ...
+_HANDLE_LETTERS = "pqrstuvw"
+HANDLE_PATTERN = re.compile("|".join(f"{letter}[0-9]{{{width}}}" for width, letter in enumerate(_HANDLE_LETTERS, 3)))
 
 
 class PageType(enum.Enum):
@@ -52,6 +55,17 @@ def page_id(content: str, salt: str = "") -> str:
     """
     data = f"{salt}\x00{content}" if salt else content
     return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:ID_LENGTH]
+
+
+def handle_of(number: int | None) -> str:
+    """The handle of the page numbered ``number`` in its thread; "" for none. ``p`` and three digits up to 999 (``p007``,
+    ``p341``), ``q`` and four up to 9,999, ``r`` and five, and so on: every handle is as long as its letter says, so
+    none is the beginning of another. With plain numbers a small model that meant ``p1`` wrote ``p12`` (Qwen2.5's
+    tokenizer cuts numbers into single digits, and ``p1`` is the start of ``p10``-``p19`` in the same context)."""
+    if not number:
+        return ""
+    width = max(3, len(str(number)))
+    return f"{_HANDLE_LETTERS[width - 3]}{number:0{width}d}"
 
 
 def is_page_id(text: str) -> bool:
@@ -83,13 +97,13 @@ class Page:
     tokens: int
     source_ids: tuple[str, ...] = ()
     topic_id: str | None = None
-    handle: str = ""  # p<n>, once the store has numbered the page in its thread ("": not numbered)
+    handle: str = ""  # handle_of(its number), once the store has numbered the page in its thread ("": not numbered)
 
     def __post_init__(self) -> None:
         if not is_page_id(self.id):
             raise ValueError(f"page id {self.id!r} is not 8-12 lower-case hex characters")
         if self.handle and HANDLE_PATTERN.fullmatch(self.handle) is None:
-            raise ValueError(f"page handle {self.handle!r} is not p<n>")
+            raise ValueError(f"page handle {self.handle!r} is not a handle (p001, q1000, ...)")
         if self.tokens < 0:
             raise ValueError("page tokens must be >= 0")
         if self.type is PageType.ORIGINAL and (self.source_ids or self.topic_id is not None):

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from gateway.core.errors import IllegalTransition
-from gateway.core.pages import Page, PageType
+from gateway.core.pages import Page, PageType, handle_of
 
 __all__ = [
     "TRANSITIONS",
@@ -154,12 +154,12 @@ class PageTree:
         return ", ".join(self.label(page_id) for page_id in ids)
 
     def resolve(self, name: str) -> str:
-        """The page id a model's ``name`` stands for: a page's handle (``p341``, or ``341`` alone), or its id; any
-        other name unchanged (it names no page of the tree)."""
+        """The page id a model's ``name`` stands for: a page's handle (``p341``, or its number alone, ``341``), or its
+        id; any other name unchanged (it names no page of the tree)."""
         if name in self._parents:
             return name
         if name.isdigit():
-            name = f"p{name}"
+            name = handle_of(int(name)) or name
         if self._by_handle is None:  # built once per tree, when a call first names a page by its handle
             object.__setattr__(self, "_by_handle", {handle: page_id for page_id, handle in self.handles.items()})
         assert self._by_handle is not None

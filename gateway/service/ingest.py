@@ -16,11 +16,12 @@ from typing import Any
 import numpy as np
 
 from gateway.adapters.embedder import Embedder
-from gateway.adapters.manifests import HANDLE_ESTIMATE, NewPage, handle_of
+from gateway.adapters.manifests import HANDLE_ESTIMATE, NewPage
 from gateway.adapters.redis_store import RedisStore, ThreadKey
 from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.config import PcpSettings
 from gateway.core import Block, Page, TokenCounter, message_text, original_page, page_id
+from gateway.core.pages import handle_of
 from gateway.core.excerpt import sentences
 from gateway.core.lexical import term_counts
 from gateway.core.original import kept_messages

@@ -58,8 +58,8 @@ async def test_pages_are_numbered_in_the_order_they_are_stored_and_never_renumbe
     assert await store.add_pages(ThreadKey("tenant", "other"), pages[3:], NOW.timestamp()) == {ids[3]: 1}
 
     stored = await store.pages(THREAD, ids)
-    assert {i: p.handle for i, p in stored.items()} == {ids[0]: "p1", ids[1]: "p2", ids[2]: "p3"}
-    assert stored[ids[2]].label == "p3"
+    assert {i: p.handle for i, p in stored.items()} == {ids[0]: "p001", ids[1]: "p002", ids[2]: "p003"}
+    assert stored[ids[2]].label == "p003"
 
 
 async def test_a_snapshot_knows_its_stored_pages_as_the_store_holds_them(client: aioredis.Redis, prefix: str) -> None:
@@ -73,7 +73,7 @@ async def test_a_snapshot_knows_its_stored_pages_as_the_store_holds_them(client:
     raws = await client.hmget(store.keys(THREAD).manifest, ids)
     known = await snapshot.manifests(ids)  # from what it learned while storing: no read
     assert [known[i] for i in ids] == [store.parsed_manifest(THREAD, i, raw) for i, raw in zip(ids, raws)]
-    assert [known[i].page.handle for i in ids] == ["p1", "p2"]
+    assert [known[i].page.handle for i in ids] == ["p001", "p002"]
 
 
 async def test_a_container_is_numbered_when_committed_and_a_rewritten_summary_keeps_the_number(
@@ -89,12 +89,12 @@ async def test_a_container_is_numbered_when_committed_and_a_rewritten_summary_ke
     assert await cstore.merge(THREAD, second)
 
     numbered = await store.pages(THREAD, [first.page.id, second.page.id])
-    assert [numbered[first.page.id].handle, numbered[second.page.id].handle] == ["p4", "p5"]
+    assert [numbered[first.page.id].handle, numbered[second.page.id].handle] == ["p004", "p005"]
 
     rewritten = numbered[first.page.id].with_manifest("kites, and how to fly them", ["kites"])
     await cstore.update_manifests(THREAD, [NewPage.of(rewritten, len, term_counts(rewritten.content))])
     after = (await store.pages(THREAD, [first.page.id]))[first.page.id]
-    assert (after.summary, after.handle) == ("kites, and how to fly them", "p4")
+    assert (after.summary, after.handle) == ("kites, and how to fly them", "p004")
 
 
 async def test_a_deleted_thread_counts_from_one_again(client: aioredis.Redis, prefix: str) -> None:
@@ -119,7 +119,7 @@ async def test_pages_stored_before_numbering_keep_their_id_as_label(client: aior
 
     found = (await RedisStore(client, prefix=prefix).pages(THREAD, [old, pages[1].page.id]))
     assert (found[old].handle, found[old].label) == ("", old)
-    assert found[pages[1].page.id].label == "p2"
+    assert found[pages[1].page.id].label == "p002"
 
 
 async def test_a_request_counts_the_lines_of_the_pages_it_stores_with_their_own_handles(client: aioredis.Redis, prefix: str) -> None:
@@ -134,5 +134,5 @@ async def test_a_request_counts_the_lines_of_the_pages_it_stores_with_their_own_
     history = await ingestion.store_history(THREAD, [*messages, {"role": "user", "content": "and the last?"}], NOW)
 
     manifests = await store.manifests(THREAD, history.ids)
-    assert [m.page.handle for m in manifests.values()] == [f"p{n}" for n in range(1, 13)]
+    assert [m.page.handle for m in manifests.values()] == [f"p{n:03d}" for n in range(1, 13)]
     assert all(m.background_tokens == counter.count(background_line(m.page)) for m in manifests.values())

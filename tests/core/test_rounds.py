@@ -340,11 +340,11 @@ def test_a_tool_call_echoed_as_the_text_is_one_call() -> None:
     assert [s.action for s in outcome.steps] == ["Consult"]
 
 
-HANDLED = {A: "p1", B: "p2", C: "p3"}
+HANDLED = {A: "p001", B: "p002", C: "p003"}
 LABELLED = PageTree((C,), {C: (A, B)}, frozenset({C}), HANDLED)
 
 
-@pytest.mark.parametrize("named", ["p2", "[p2]", "P2", "2"])
+@pytest.mark.parametrize("named", ["p002", "[p002]", "P002", "2"])
 def test_a_consult_by_handle_opens_the_page_and_answers_by_handle(named: str) -> None:
     handled = {i: replace(p, handle=HANDLED.get(i, "")) for i, p in PAGES.items()}
     calls, _, outcome = drive(
@@ -352,12 +352,12 @@ def test_a_consult_by_handle_opens_the_page_and_answers_by_handle(named: str) ->
     )
     assert outcome.state == {C: View.UNPACKED, B: View.DETAIL}
     result = calls[1].messages[-1]["content"]
-    assert result.startswith("p2: Summary → Detail (unpacked p3 to reach it)")
-    assert '<Node id="p2" type="Original" view="Detail"' in result and 'id="bbbbbbbb02"' not in result
-    assert [(s.action, s.target) for s in outcome.steps] == [("Consult", "p2")]
+    assert result.startswith("p002: Summary → Detail (unpacked p003 to reach it)")
+    assert '<Node id="p002" type="Original" view="Detail"' in result and 'id="bbbbbbbb02"' not in result
+    assert [(s.action, s.target) for s in outcome.steps] == [("Consult", "p002")]
 
 
 def test_a_handle_that_names_no_page_is_answered_as_unknown() -> None:
-    calls, _, outcome = drive(rounds(LABELLED), [assistant(call("pcp_consult", {"ids": ["p9"], "reason": "?"})), assistant(content="ok")])
-    assert calls[1].messages[-1]["content"].startswith("p9: no page with this id is in the context")
+    calls, _, outcome = drive(rounds(LABELLED), [assistant(call("pcp_consult", {"ids": ["p009"], "reason": "?"})), assistant(content="ok")])
+    assert calls[1].messages[-1]["content"].startswith("p009: no page with this id is in the context")
     assert outcome.state == {}

@@ -193,16 +193,16 @@ def test_pages_are_shown_and_consulted_by_handles_numbered_in_conversation_order
     _client(paged, thread).chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
     inspected = httpx.get(f"{paged.root_url}/pcp/threads/{thread}", headers={"Authorization": "Bearer sk-tenant-a"}).json()
     labels = {page["label"]: page["id"] for page in inspected["pages"]}
-    assert sorted(labels, key=lambda label: int(label[1:])) == [f"p{n}" for n in range(1, 31)]  # every exchange, the recent ones too
+    assert sorted(labels) == [f"p{n:03d}" for n in range(1, 31)]  # every exchange, the recent ones too
     root = _xml(upstream.chat_requests[-1])
     shown = _folded_ids(root)
     assert shown and set(shown) <= set(labels) and not re.search(r"\b[0-9a-f]{10}\b", etree.tostring(root, encoding="unicode"))
-    # each label stands for the page whose text it heads: p5 is the fifth exchange
-    fifth = next(e for e in (root.findtext("Background_Context") or "").split("\n") if e.startswith("[p5] "))
+    # each label stands for the page whose text it heads: p005 is the fifth exchange
+    fifth = next(e for e in (root.findtext("Background_Context") or "").split("\n") if e.startswith("[p005] "))
     assert "Question 4 about" in fifth
     # the inspector finds a page by the handle the model saw, as by its id
-    by_handle = httpx.get(f"{paged.root_url}/pcp/threads/{thread}/pages/p5", headers={"Authorization": "Bearer sk-tenant-a"}).json()
-    assert (by_handle["id"], by_handle["label"]) == (labels["p5"], "p5") and "Question 4 about" in by_handle["content"]
+    by_handle = httpx.get(f"{paged.root_url}/pcp/threads/{thread}/pages/p005", headers={"Authorization": "Bearer sk-tenant-a"}).json()
+    assert (by_handle["id"], by_handle["label"]) == (labels["p005"], "p005") and "Question 4 about" in by_handle["content"]
 
     target = shown[0]
     upstream.script(Reply(content=None, tool_calls=[ToolCall("pcp_consult", json.dumps({"reason": "read it", "ids": [f"[{target}]"]}))]),
