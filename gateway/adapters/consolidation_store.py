@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gateway.adapters.manifests import Manifest, NewPage, encode_vector, manifest_json, parse_manifest
-from gateway.adapters.redis_store import NUMBERED, RedisStore, new_version, store_errors
+from gateway.adapters.redis_store import RedisStore, new_version, store_errors
 from gateway.adapters.store_keys import ThreadKey, threads_key
 from gateway.core.segmentation import Buffer, Suspect
 
@@ -83,8 +83,8 @@ class SegmentRecord:
 # Each script that adds a parent link or rewrites a manifest sets the thread's version to a fresh token (the
 # last KEYS and ARGV): what gateway processes cached of the thread's pages is read again (RedisStore.snapshot)
 
-_COMMIT = NUMBERED + """
--- KEYS: segment, manifest, content, vector, parent, version, number
+_COMMIT = """
+-- KEYS: segment, manifest, content, vector, parent, version
 -- ARGV: expected cursor, new cursor, buffer json, then optionally: id, manifest, content, vector, child ids...;
 -- last: a fresh version token
 if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end  -- the thread was deleted
@@ -92,9 +92,7 @@ local current = tonumber(redis.call('HGET', KEYS[1], 'cursor') or '0')
 if current ~= tonumber(ARGV[1]) then return 0 end
 if #ARGV >= 8 then
   local id = ARGV[4]
-  if redis.call('HEXISTS', KEYS[2], id) == 0 then
-    redis.call('HSET', KEYS[2], id, numbered(ARGV[5], redis.call('INCR', KEYS[7])))
-  end
+  redis.call('HSETNX', KEYS[2], id, ARGV[5])
   redis.call('HSETNX', KEYS[3], id, ARGV[6])
   if ARGV[7] ~= '' then redis.call('HSETNX', KEYS[4], id, ARGV[7]) end
   for i = 8, #ARGV - 1 do redis.call('HSET', KEYS[5], ARGV[i], id) end
@@ -104,18 +102,15 @@ redis.call('HSET', KEYS[1], 'cursor', ARGV[2], 'buffer', ARGV[3])
 return 1
 """
 
-_MERGE = NUMBERED + """
--- KEYS: manifest, content, vector, parent, version, number
--- ARGV: id, manifest, content, vector, child ids..., version token
+_MERGE = """
+-- KEYS: manifest, content, vector, parent, version  ARGV: id, manifest, content, vector, child ids..., version token
 for i = 5, #ARGV - 1 do
   if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then return 0 end  -- deleted with its thread
 end
 for i = 5, #ARGV - 1 do
   if redis.call('HEXISTS', KEYS[4], ARGV[i]) == 1 then return 0 end
 end
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
-  redis.call('HSET', KEYS[1], ARGV[1], numbered(ARGV[2], redis.call('INCR', KEYS[6])))
-end
+redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
 redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[3])
 if ARGV[4] ~= '' then redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[4]) end
 for i = 5, #ARGV - 1 do redis.call('HSET', KEYS[4], ARGV[i], ARGV[1]) end
@@ -172,7 +167,7 @@ class ConsolidationStore:
             args += _page_args(page) + list(page.page.source_ids)
         args.append(new_version())
         done = await self._call(
-            self._redis.eval(_COMMIT, 7, keys.segment, keys.manifest, keys.content, keys.vector, keys.parent, keys.version, keys.number, *args)
+            self._redis.eval(_COMMIT, 6, keys.segment, keys.manifest, keys.content, keys.vector, keys.parent, keys.version, *args)
         )
         return bool(done)
 
@@ -180,9 +175,7 @@ class ConsolidationStore:
         """Store a container over pages that have no parent yet; False if any of them already has one."""
         keys = self._store.keys(thread)
         args = [*_page_args(page), *page.page.source_ids, new_version()]
-        done = await self._call(
-            self._redis.eval(_MERGE, 6, keys.manifest, keys.content, keys.vector, keys.parent, keys.version, keys.number, *args)
-        )
+        done = await self._call(self._redis.eval(_MERGE, 5, keys.manifest, keys.content, keys.vector, keys.parent, keys.version, *args))
         return bool(done)
 
     async def update_manifests(self, thread: ThreadKey, pages: Sequence[NewPage]) -> None:

@@ -19,20 +19,15 @@ import numpy.typing as npt
 from gateway.core import LineHolds, Page, PageType, background_line, line_holds, summary_fits_line
 from gateway.core.lexical import LEXICON, restem, term_counts
 from gateway.core.outside import outside_bound
-from gateway.core.pages import handle_of, utc
+from gateway.core.pages import utc
 from gateway.core.worth import DAY_OVERHEAD
 
 __all__ = [
-    "HANDLE_ESTIMATE", "Manifest", "NewPage", "decode_vector", "encode_vector", "manifest_json", "micros", "numbered",
-    "parse_manifest", "sentences_vector_field", "user_vector_field",
+    "Manifest", "NewPage", "decode_vector", "encode_vector", "manifest_json", "micros", "parse_manifest", "sentences_vector_field",
+    "user_vector_field",
 ]  # fmt: skip
 
 LINES = 2  # background_tokens counts the line without its date (2), or with it (1, before day headings)
-# the handle a page's line is counted with when nothing tells what number the store will give it (it is numbered as
-# the script stores it, after its counts were made): for threads of fewer than 10,000 pages never fewer tokens than
-# its own handle, one more for the first 999 (`[p341]` is 3 tokens in cl100k and o200k, `[q9999]` 4); a request
-# that stores pages counts them with the number its thread's page count gives instead (see `NewPage.of`)
-HANDLE_ESTIMATE = "q9999"
 
 
 @dataclass(frozen=True)
@@ -119,12 +114,10 @@ class NewPage:
         messages: str = "",
         user_vector: npt.NDArray[np.float32] | None = None,
         sentence_vectors: npt.NDArray[np.float32] | None = None,
-        handle: str = HANDLE_ESTIMATE,
     ) -> NewPage:
-        """``page`` (with its content) and what the request path needs of it, derived here once. A page the store
-        has not numbered yet has its line counted with ``handle``: a handle at least as wide as the one it will get."""
-        line = background_line(page if page.handle else replace(page, handle=handle))
-        return cls(page, count(page.summary), count(line), terms, vector, anchor, line_holds(page), messages, user_vector, sentence_vectors)
+        """``page`` (with its content) and what the request path needs of it, derived here once."""
+        return cls(page, count(page.summary), count(background_line(page)), terms, vector, anchor, line_holds(page), messages,
+                   user_vector, sentence_vectors)
 
     def manifest(self) -> Manifest:
         """The manifest as stored and read back: the page without its content."""
@@ -153,9 +146,8 @@ def sentences_vector_field(page_id: str) -> str:
 
 
 def manifest_json(new: NewPage) -> str:
-    """The manifest as stored; a page the store has numbered keeps its number (`numbered`)."""
     page = new.page
-    raw = json.dumps(
+    return json.dumps(
         {
             "type": page.type.value,
             "timestamp": page.timestamp.isoformat(),
@@ -175,14 +167,6 @@ def manifest_json(new: NewPage) -> str:
         },
         ensure_ascii=False,
     )
-    return numbered(raw, int(page.handle[1:])) if page.handle else raw
-
-
-def numbered(raw: str, number: int) -> str:
-    """A manifest's JSON ``raw`` (written by `manifest_json`, without a number) with the page's number in its thread
-    as its last member: what the store's scripts append when they number a page they store (the Lua
-    ``numbered`` of `gateway.adapters.redis_store`), byte for byte."""
-    return f'{raw[:-1]}, "number": {number}}}'
 
 
 def parse_manifest(page_id: str, raw: str, content: str = "") -> Manifest:
@@ -197,7 +181,6 @@ def parse_manifest(page_id: str, raw: str, content: str = "") -> Manifest:
         tokens=data["tokens"],
         source_ids=tuple(data["source_ids"]),
         topic_id=data["topic_id"],
-        handle=handle_of(data.get("number")),  # absent: stored before pages were numbered, or not yet numbered
     )
     counts: Mapping[str, int] = data.get("terms", {})
     length = data.get("length", 0)

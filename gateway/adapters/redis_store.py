@@ -64,17 +64,8 @@ def store_errors() -> Iterator[None]:
         raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
 
 
-# A page is numbered in its thread as a script stores it (gateway.core.pages: its handle, p<n>): the thread's counter
-# is incremented and the number appended to the manifest as its last member, as gateway.adapters.manifests.numbered
-# does in Python. Pages stored before numbering existed have no number; the counter still starts at 1.
-NUMBERED = """
-local function numbered(manifest, number)
-  return string.sub(manifest, 1, -2) .. ', "number": ' .. number .. '}'
-end
-"""
-
-_ADD_PAGES = NUMBERED + """
--- KEYS: manifest, content, vector, log, messages, version, number (one thread: one slot)
+_ADD_PAGES = """
+-- KEYS: manifest, content, vector, log, messages, version (one thread: one slot)
 -- ARGV: a fresh version token, then (id, manifest, content, vector, messages, user vector field, user vector,
 --       user sentences field, user sentences' vectors) per page
 -- New pages change no stored one: the version is only set if the thread has none yet
@@ -82,9 +73,7 @@ redis.call('SET', KEYS[6], ARGV[1], 'NX')
 local added = {}
 for i = 2, #ARGV, 9 do
   local id = ARGV[i]
-  if redis.call('HEXISTS', KEYS[1], id) == 0 then
-    local number = redis.call('INCR', KEYS[7])
-    redis.call('HSET', KEYS[1], id, numbered(ARGV[i + 1], number))
+  if redis.call('HSETNX', KEYS[1], id, ARGV[i + 1]) == 1 then
     redis.call('HSET', KEYS[2], id, ARGV[i + 2])
     if ARGV[i + 3] ~= '' then redis.call('HSET', KEYS[3], id, ARGV[i + 3]) end
     if ARGV[i + 4] ~= '' then redis.call('HSET', KEYS[5], id, ARGV[i + 4]) end
@@ -92,7 +81,6 @@ for i = 2, #ARGV, 9 do
     if ARGV[i + 8] ~= '' then redis.call('HSET', KEYS[3], ARGV[i + 7], ARGV[i + 8]) end
     redis.call('RPUSH', KEYS[4], id)
     added[#added + 1] = id
-    added[#added + 1] = number
   end
 end
 table.insert(added, 1, redis.call('HLEN', KEYS[1]))  -- first: the thread's page count after
@@ -243,13 +231,12 @@ class RedisStore:
 
     async def add_pages(
         self, thread: ThreadKey, pages: Iterable[NewPage], now: float, snapshot: ThreadSnapshot | None = None
-    ) -> dict[str, int]:
-        """Store pages, each only if absent, atomically; return the ids that were new (now in the log), in order, with
-        the number each was given in its thread. A request's ``snapshot`` of the thread learns the pages stored and
-        the thread's page count after."""
+    ) -> list[str]:
+        """Store pages, each only if absent, atomically; return the ids that were new (now in the log). A request's
+        ``snapshot`` of the thread learns the pages stored and the thread's page count after."""
         items = list(pages)
         if not items:
-            return {}
+            return []
         keys = self.keys(thread)
         args: list[str] = []
         for new in items:
@@ -260,18 +247,17 @@ class RedisStore:
                      sentences_vector_field(new.page.id), sentences]
         with store_errors():
             reply = await self._redis.eval(
-                _ADD_PAGES, 7, keys.manifest, keys.content, keys.vector, keys.log, keys.messages, keys.version, keys.number,
-                new_version(), *args,
+                _ADD_PAGES, 6, keys.manifest, keys.content, keys.vector, keys.log, keys.messages, keys.version, new_version(), *args
             )
             count, *added = reply
             if added:  # the registries are other slots: separate, idempotent writes
                 await self._redis.zadd(threads_key(self.prefix), {thread.scope: now})
                 await self._redis.zadd(tenant_threads_key(self.prefix, thread.tenant), {thread.thread: now})
-        numbers = {str(added[i]): int(added[i + 1]) for i in range(0, len(added), 2)}
+        ids = [str(page_id) for page_id in added]
         if snapshot is not None:
-            snapshot.stored(items, numbers)
+            snapshot.stored(items, ids)
             snapshot.page_count = int(count)
-        return numbers
+        return ids
 
     async def manifests(self, thread: ThreadKey, ids: Sequence[str]) -> dict[str, Manifest]:
         """Manifests of the stored pages among `ids`."""

@@ -12,7 +12,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from gateway.adapters.manifests import Manifest, NewPage, manifest_json, numbered
+from gateway.adapters.manifests import Manifest, NewPage, manifest_json
 from gateway.adapters.store_keys import ThreadKey
 from gateway.adapters.thread_cache import KnownPages
 from gateway.core import Step, View
@@ -93,14 +93,13 @@ class ThreadSnapshot:
         """The ids (in order) with no stored page, among those this snapshot read."""
         return [i for i in ids if i in self._absent]
 
-    def stored(self, pages: Iterable[NewPage], added: Mapping[str, int]) -> None:
-        """Pages this request tried to store, and the ids it did store with the numbers the store gave them: those
-        are known as stored and read back, with no parent yet; the others (another process stored them first) are
-        read when asked for."""
+    def stored(self, pages: Iterable[NewPage], added: Iterable[str]) -> None:
+        """Pages this request tried to store, and the ids it did store: those are known as stored and read back,
+        with no parent yet; the others (another process stored them first) are read when asked for."""
+        mine = set(added)
         for new in pages:
-            number = added.get(new.page.id)
-            if number is not None:
-                self._fill([new.page.id], [numbered(manifest_json(new), number)], [None])
+            if new.page.id in mine:
+                self._fill([new.page.id], [manifest_json(new)], [None])
             else:
                 self._absent.discard(new.page.id)
 

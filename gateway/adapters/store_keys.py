@@ -23,8 +23,6 @@ so a thread's keys share one slot and its multi-key transactions and scripts sta
 - `...:layout`    string the thread's last request layout (gateway.core.scaffolding)
 - `...:asked`     string JSON `[hash, time]`: the last request's live user message (a hash of its text) and when it
                          was sent; the exchange it opens is stored by the next request, and is dated by it
-- `...:number`    string the number the thread's last numbered page was given (pages are numbered 1, 2, … as
-                         they are stored: a page's handle, gateway.core.pages; the number is in its manifest)
 - `...:version`   string a token that changes whenever a stored page's manifest or a parent link changes
                          (consolidation), set when the thread's first page is stored: what a process may
                          cache of the thread's pages is valid while it is unchanged (RedisStore.snapshot)
@@ -132,13 +130,9 @@ class ThreadKeys:
     def asked(self) -> str:
         return self._key("asked")
 
-    @property
-    def number(self) -> str:
-        return self._key("number")
-
     def every(self) -> dict[str, str]:
         """Every key of the thread by what it holds (what deleting the thread removes)."""
-        names = ("manifest", "content", "vector", "log", "parent", "views", "trace", "segment", "heat", "seen", "form", "layout", "messages", "version", "asked", "number")
+        names = ("manifest", "content", "vector", "log", "parent", "views", "trace", "segment", "heat", "seen", "form", "layout", "messages", "version", "asked")
         return {name: self._key(name) for name in names}
 
 

@@ -97,7 +97,7 @@ def _text(parent: etree._Element, tag: str, text: str) -> None:
 def _node_element(node: NodeSpec) -> etree._Element:
     page = node.page
     element = etree.Element("Node")
-    element.set("id", xml_safe(page.label))
+    element.set("id", xml_safe(page.id))
     element.set("type", page.type.value)
     element.set("view", node.view.value)
     element.set("timestamp", iso_time(page.timestamp))
@@ -149,16 +149,16 @@ def render_context(data: RenderInput) -> str:
 
 
 def background_line(page: Page) -> str:
-    """The line a page leaves in ``<Background_Context>`` once folded: its label (so the model can still consult
+    """The line a page leaves in ``<Background_Context>`` once folded: its id (so the model can still consult
     it) and its summary on one line — whole when it fits :data:`BACKGROUND_LINE_CAP`, else its lead. Its date
     heads the lines of its day (:func:`background_lines`)."""
-    return f"[{page.label}] {lead_text(page.summary, BACKGROUND_LINE_CAP)}"
+    return f"[{page.id}] {lead_text(page.summary, BACKGROUND_LINE_CAP)}"
 
 
 def background_lines(pages: Iterable[Page], excerpts: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """The ``<Background_Context>`` entries of ``pages`` (in time order): a ``YYYY-MM-DD:`` line before each
     day's entries, then one entry per page — its :func:`background_line`, or, for a page in ``excerpts``,
-    ``[label]`` followed by that excerpt (its rows verbatim, ``…`` where something was left out). A date written
+    ``[id]`` followed by that excerpt (its rows verbatim, ``…`` where something was left out). A date written
     once per day instead of on every line leaves room for more entries."""
     lines: list[str] = []
     day = ""
@@ -169,13 +169,13 @@ def background_lines(pages: Iterable[Page], excerpts: Mapping[str, str] | None =
             lines.append(heading)
             day = heading
         excerpt = chosen.get(page.id)
-        lines.append(background_line(page) if excerpt is None else excerpt_entry(page.label, excerpt))
+        lines.append(background_line(page) if excerpt is None else excerpt_entry(page.id, excerpt))
     return tuple(lines)
 
 
-def excerpt_entry(label: str, excerpt: str) -> str:
-    """A page's excerpt as a ``<Background_Context>`` entry: its label (`Page.label`), then the excerpt's rows."""
-    return f"[{label}] {excerpt}"
+def excerpt_entry(page_id: str, excerpt: str) -> str:
+    """A page's excerpt as a ``<Background_Context>`` entry: its id, then the excerpt's rows."""
+    return f"[{page_id}] {excerpt}"
 
 
 def summary_fits_line(page: Page) -> bool:

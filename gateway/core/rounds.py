@@ -225,13 +225,11 @@ def _apply(call: Mapping[str, Any], setup: _Setup, progress: _Progress, gate: _G
     args = parse_zoom_arguments(function.get("arguments") or "", tool=name)
     if isinstance(args, ToolArgError):
         return args.message, ()
-    tree = setup.tree
-    args = ZoomArgs(args.reason, tuple(dict.fromkeys(tree.resolve(page_id) for page_id in args.ids)))  # handles: ids
     declined: tuple[str, ...] = ()
     if name == setup.names.shelve:  # folding a page opened for this very Query only undoes the answer's source
         kept = [page_id for page_id in args.ids if page_id in progress.opened]
         ids = tuple(page_id for page_id in args.ids if page_id not in progress.opened)
-        refused = [f"{tree.label(page_id)}: {_KEEP_OPEN}" for page_id in kept]
+        refused = [f"{page_id}: {_KEEP_OPEN}" for page_id in kept]
         if not ids:
             return "\n".join(refused), ()
         args = ZoomArgs(args.reason, ids)
@@ -243,14 +241,13 @@ def _apply(call: Mapping[str, Any], setup: _Setup, progress: _Progress, gate: _G
     progress.state = result.state
     progress.touched.update(dict.fromkeys(result.changed))
     action = "Shelve" if name == setup.names.shelve else "Consult"
-    if args.ids:  # the trace names the pages as the model does
-        steps = steps_for_call(action, [tree.label(i) for i in args.ids], args.reason, setup.now)
-        progress.steps = append_steps(progress.steps, steps, setup.trace_limit)
+    if args.ids:
+        progress.steps = append_steps(progress.steps, steps_for_call(action, args.ids, args.reason, setup.now), setup.trace_limit)
     nudge = []
     if action == "Consult":
         opened = [i for i in args.ids if view_of(progress.state, i) is not View.SUMMARY]
         progress.opened.update(dict.fromkeys(opened))
-        nudge = ([_NO_ROOM.format(tree.labels(declined))] if declined else []) + ([_ANSWER_NOW] if opened else [])
+        nudge = ([_NO_ROOM.format(", ".join(declined))] if declined else []) + ([_ANSWER_NOW] if opened else [])
     shown = tuple(page_id for page_id in args.ids if page_id in setup.tree)
     return "\n".join([*refused, *result.messages, *nudge]), shown
 

@@ -1,11 +1,10 @@
 """The Consult and Shelve tools: their OpenAI function schemas and the parsing of a model's arguments.
 
 Parsing is forgiving, because small models are sloppy: ``ids`` may be a list or a single string (also comma- or
-space-separated), an ``id`` key is accepted as an alias, numbers are taken as ids, ids are trimmed (of quotes and
-brackets too), lower-cased and de-duplicated in order, and arguments encoded twice as a JSON string are decoded. A
-missing reason is recorded as ``(no reason given)``. Anything unusable becomes a :class:`ToolArgError` whose
-``message`` tells the model, in plain words, how to call the tool correctly — never an exception. An id may be a
-page's handle (``p12``); the zoom loop reads it back as the page (`gateway.core.views.PageTree.resolve`).
+space-separated), an ``id`` key is accepted as an alias, numbers are taken as ids, ids are trimmed,
+lower-cased and de-duplicated in order, and arguments encoded twice as a JSON string are decoded. A missing
+reason is recorded as ``(no reason given)``. Anything unusable becomes a :class:`ToolArgError` whose ``message``
+tells the model, in plain words, how to call the tool correctly — never an exception.
 """
 
 from __future__ import annotations
@@ -52,7 +51,7 @@ def consult_schema(name: str = "Consult") -> dict[str, Any]:
         "answering whenever the answer depends on details that a Summary does not show.",
         "Why you need these pages, in one specific sentence. It is saved in the Reasoning_Trace.",
         "The page ids to open, copied exactly from a Node's id attribute or a Background_Context line, e.g. "
-        "[\"p12\"].",
+        "[\"a1b2c3d4e5\"].",
     )
 
 
@@ -83,7 +82,7 @@ class ToolArgError:
 
 
 def _usage(tool: str) -> str:
-    return f'Call {tool} again with arguments like {{"ids": ["p12"], "reason": "why you need it"}}.'
+    return f'Call {tool} again with arguments like {{"ids": ["a1b2c3d4e5"], "reason": "why you need it"}}.'
 
 
 def _ids(raw: object) -> list[str] | None:
@@ -168,8 +167,7 @@ def parse_zoom_arguments(raw: str | Mapping[str, Any], tool: str = "Consult") ->
     ids = _ids(raw_ids)
     if ids is None:
         return ToolArgError(f'"ids" of {tool} must be a list of page id strings. ' + _usage(tool))
-    # a handle copied with the brackets of its line ("[p12]") names the page too
-    clean = tuple(dict.fromkeys(part.strip().strip("\"'[]").lower() for part in ids if part.strip().strip("\"'[]")))
+    clean = tuple(dict.fromkeys(part.strip().strip("\"'").lower() for part in ids if part.strip().strip("\"'")))
     if not clean:
         return ToolArgError(f"{tool} needs at least one page id from the id attribute of a Node. " + _usage(tool))
     reason = value.get("reason")

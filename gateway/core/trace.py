@@ -20,8 +20,8 @@ REASON_CAP = 500
 
 @dataclass(frozen=True)
 class Step:
-    """One zoom action: ``action`` (tool name), ``target`` (the page as the model names it: its label, `Page.label`),
-    the model's ``reason`` and the ``time`` (aware; a naive datetime is taken to be UTC)."""
+    """One zoom action: ``action`` (tool name), ``target`` (page id), the model's ``reason`` and the ``time``
+    (aware; a naive datetime is taken to be UTC)."""
 
     action: str
     target: str

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from gateway.core.errors import IllegalTransition
-from gateway.core.pages import Page, PageType, handle_of
+from gateway.core.pages import Page, PageType
 
 __all__ = [
     "TRANSITIONS",
@@ -91,10 +91,7 @@ class PageTree:
     roots: tuple[str, ...]
     children: Mapping[str, tuple[str, ...]]
     consolidated: frozenset[str]
-    # what the model calls a page (`Page.label`) where that is not its id: its handle
-    handles: Mapping[str, str] = field(default_factory=dict, compare=False)
     _parents: Mapping[str, str | None] = field(init=False, repr=False, compare=False)
-    _by_handle: dict[str, str] | None = field(init=False, default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         children = MappingProxyType({key: tuple(value) for key, value in self.children.items()})
@@ -139,31 +136,10 @@ class PageTree:
             if page.type is PageType.CONSOLIDATED
         }
         consolidated = frozenset(children)
-        handles = {page.id: page.handle for page in by_id.values() if page.handle}
-        return cls(tuple(roots), {key: value for key, value in children.items() if value}, consolidated, handles)
+        return cls(tuple(roots), {key: value for key, value in children.items() if value}, consolidated)
 
     def __contains__(self, page_id: object) -> bool:
         return page_id in self._parents
-
-    def label(self, page_id: str) -> str:
-        """What the model calls the page (`Page.label`): its handle, or its id."""
-        return self.handles.get(page_id, page_id)
-
-    def labels(self, ids: Iterable[str]) -> str:
-        """The pages' labels, comma-separated: how a message to the model names them."""
-        return ", ".join(self.label(page_id) for page_id in ids)
-
-    def resolve(self, name: str) -> str:
-        """The page id a model's ``name`` stands for: a page's handle (``p341``, or its number alone, ``341``), or its
-        id; any other name unchanged (it names no page of the tree)."""
-        if name in self._parents:
-            return name
-        if name.isdigit():
-            name = handle_of(int(name)) or name
-        if self._by_handle is None:  # built once per tree, when a call first names a page by its handle
-            object.__setattr__(self, "_by_handle", {handle: page_id for page_id, handle in self.handles.items()})
-        assert self._by_handle is not None
-        return self._by_handle.get(name, name)
 
     def ids(self) -> tuple[str, ...]:
         """Every page id in the context, depth first in child order."""
@@ -271,8 +247,8 @@ class _Zoom:
         return ZoomResult(MappingProxyType(dict(self.views)), tuple(changed), tuple(self.messages))
 
 
-def _unknown(name: str) -> str:
-    return f"{name}: no page with this id is in the context"
+def _unknown(page_id: str) -> str:
+    return f"{page_id}: no page with this id is in the context"
 
 
 def _consult_one(zoom: _Zoom, page_id: str) -> str:
@@ -283,41 +259,40 @@ def _consult_one(zoom: _Zoom, page_id: str) -> str:
             zoom.step(ancestor, ZoomEvent.CONSULT)
             if ancestor not in opened:
                 opened.append(ancestor)
-    note = f" (unpacked {tree.labels(opened)} to reach it)" if opened else ""
-    view, kind, name = zoom.get(page_id), tree.kind(page_id), tree.label(page_id)
+    note = f" (unpacked {', '.join(opened)} to reach it)" if opened else ""
+    view, kind = zoom.get(page_id), tree.kind(page_id)
     if kind is PageType.CONSOLIDATED and view is View.DETAIL and not tree.kids(page_id):
-        return f"{name}: already in Detail; its child pages are not available, so there is nothing deeper to open"
+        return f"{page_id}: already in Detail; its child pages are not available, so there is nothing deeper to open"
     try:
         before, after = zoom.step(page_id, ZoomEvent.CONSULT)
     except IllegalTransition:
         if kind is PageType.ORIGINAL:
-            return f"{name}: already in Detail, its whole text is shown; answer from it, no more tool calls"
-        return f"{name}: already Unpacked; Consult one of its child pages instead: {tree.labels(tree.kids(page_id))}"
+            return f"{page_id}: already in Detail, its whole text is shown; answer from it, no more tool calls"
+        return f"{page_id}: already Unpacked; Consult one of its child pages instead: {', '.join(tree.kids(page_id))}"
     if after is View.UNPACKED:
-        return f"{name}: Detail → Unpacked; its child pages are shown in Summary, Consult one to read it"
-    return f"{name}: {before.value} → {after.value}{note}"
+        return f"{page_id}: Detail → Unpacked; its child pages are shown in Summary, Consult one to read it"
+    return f"{page_id}: {before.value} → {after.value}{note}"
 
 
 def _shelve_one(zoom: _Zoom, page_id: str) -> str:
     tree = zoom.tree
-    name = tree.label(page_id)
     if zoom.get(page_id) is View.SUMMARY:
         hidden = next((a for a in tree.ancestors(page_id) if zoom.get(a) is not View.UNPACKED), None)
         if hidden is not None:
-            return f"{name}: already folded inside {tree.label(hidden)}, which is not unpacked; nothing to fold"
-        return f"{name}: already in Summary; nothing to fold"
+            return f"{page_id}: already folded inside {hidden}, which is not unpacked; nothing to fold"
+        return f"{page_id}: already in Summary; nothing to fold"
     before, after = zoom.step(page_id, ZoomEvent.SHELVE)
     if before is View.UNPACKED:
         for child in tree.descendants(page_id):
             if zoom.get(child) is not View.SUMMARY:
                 zoom.set(child, View.SUMMARY)
-    line = f"{name}: {before.value} → {after.value}"
+    line = f"{page_id}: {before.value} → {after.value}"
     parent = tree.parent(page_id)
     # One level is enough: a collapsed container is in Detail, which still counts as open for its own parent.
     if parent is not None and zoom.get(parent) is View.UNPACKED:
         if all(zoom.get(child) is View.SUMMARY for child in tree.kids(parent)):
             zoom.step(parent, ZoomEvent.SHELVE)
-            line += f"; container {tree.label(parent)} folded back to Detail because none of its pages is open"
+            line += f"; container {parent} folded back to Detail because none of its pages is open"
     return line
 
 
@@ -353,5 +328,5 @@ def settle(state: ViewState, tree: PageTree) -> ZoomResult:
     for page_id in reversed(tree.ids()):
         if zoom.get(page_id) is View.UNPACKED and all(zoom.get(c) is View.SUMMARY for c in tree.kids(page_id)):
             zoom.step(page_id, ZoomEvent.SHELVE)
-            zoom.messages.append(f"{tree.label(page_id)}: Unpacked → Detail because none of its child pages is open")
+            zoom.messages.append(f"{page_id}: Unpacked → Detail because none of its child pages is open")
     return zoom.result()

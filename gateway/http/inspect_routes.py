@@ -1,7 +1,6 @@
 """The inspection routes beyond `GET /pcp/threads/{thread}`, and the inspector page that reads them.
 
-- `GET /pcp/threads/{thread}/pages/{page}`: one page whole, content included (by its id, or by its handle as the
-  model saw it, `p341`);
+- `GET /pcp/threads/{thread}/pages/{page}`: one page whole, content included;
 - `GET /pcp/threads/{thread}/context?q=...&budget=...&model=...`: the context the question would be sent
   upstream with (the system message, every message, the token count), built without calling the chat model,
   storing a page or changing the thread's zoom state;

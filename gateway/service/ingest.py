@@ -9,19 +9,18 @@ alone; every paged request does it first (gateway.service.context).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
 
 from gateway.adapters.embedder import Embedder
-from gateway.adapters.manifests import HANDLE_ESTIMATE, NewPage
+from gateway.adapters.manifests import NewPage
 from gateway.adapters.redis_store import RedisStore, ThreadKey
 from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.config import PcpSettings
 from gateway.core import Block, Page, TokenCounter, message_text, original_page, page_id
-from gateway.core.pages import handle_of
 from gateway.core.excerpt import sentences
 from gateway.core.lexical import term_counts
 from gateway.core.original import kept_messages
@@ -150,16 +149,14 @@ class Ingestion:
             at += len(split)
             if all(row is not None for row in rows):
                 sentence_vectors[i] = np.vstack(rows)
-        # the store numbers a thread's pages as it stores them, at most one number per page it holds: the thread's
-        # page count after these is as wide as the widest number they can get (a line is counted with its handle)
-        widest = handle_of(snapshot.page_count + len(entries)) if snapshot is not None and entries else HANDLE_ESTIMATE
         new = [
             NewPage.of(page, count, term_counts(page.content), vectors[i], block.anchor_text, kept_messages(block),
-                       user_vectors.get(i), sentence_vectors.get(i), widest)
+                       user_vectors.get(i), sentence_vectors.get(i))
             for i, (page, block) in enumerate(entries)
         ]
-        numbers = await self._store.add_pages(thread, new, now.timestamp(), snapshot)
-        return ids, list(numbers), tuple(replace(page, handle=handle_of(numbers[page.id])) for page in pages if page.id in numbers)
+        added = await self._store.add_pages(thread, new, now.timestamp(), snapshot)
+        stored = set(added)
+        return ids, added, tuple(page for page in pages if page.id in stored)
 
     async def store_history(
         self, thread: ThreadKey, messages: Sequence[Mapping[str, Any]], now: datetime, *, store: bool = True

@@ -18,7 +18,6 @@ from gateway.adapters.manifests import Manifest
 from gateway.adapters.redis_store import RedisStore
 from gateway.adapters.store_keys import ThreadKey
 from gateway.core import iso_time, message_text
-from gateway.core.pages import HANDLE_PATTERN
 from gateway.errors import InvalidRequest, ModelNotFound
 from gateway.service.context import ContextBuilder
 from gateway.service.consolidator import Consolidator
@@ -31,7 +30,6 @@ def _node(manifest: Manifest, by_id: dict[str, Manifest], heat: dict[str, str]) 
     page = manifest.page
     node: dict[str, Any] = {
         "id": page.id,
-        "label": page.label,  # what the model sees and names it by (its handle, p<n>, where it has one)
         "type": page.type.value,
         "timestamp": iso_time(page.timestamp),
         "summary": page.summary,
@@ -61,17 +59,12 @@ class ThreadInspector:
         self._budget = budget
 
     async def page(self, thread: ThreadKey, page_id: str) -> dict[str, Any] | None:
-        """One page whole: its manifest and content (None when the thread has no such page). ``page_id`` may be the
-        page's handle, as the model saw it (``p341``): found among the thread's manifests."""
-        if HANDLE_PATTERN.fullmatch(page_id):
-            manifests, _ = await self._cstore.tree(thread)
-            page_id = next((m.page.id for m in manifests if m.page.handle == page_id), page_id)
+        """One page whole: its manifest and content (None when the thread has no such page)."""
         found = (await self._store.pages(thread, [page_id])).get(page_id)
         if found is None:
             return None
         return {
             "id": found.id,
-            "label": found.label,
             "type": found.type.value,
             "timestamp": iso_time(found.timestamp),
             "summary": found.summary,

@@ -42,18 +42,16 @@ class PageExcerpts:
     """The excerpts of pages for queries, cutting each page into units once."""
 
     def __init__(self, capacity: int = UNIT_CACHE) -> None:
-        # per page and tokenizer: its units (content never changes), and its background line with the summary and
-        # label it was made from
-        self._pages: Lru[tuple[str, str, str], tuple[tuple[Unit, ...], tuple[str, str], str]] = Lru(capacity)
+        # per page and tokenizer: its units (content never changes), and its background line with the summary it
+        # was made from
+        self._pages: Lru[tuple[str, str, str], tuple[tuple[Unit, ...], str, str]] = Lru(capacity)
         self._counts: dict[str, _TextCounts] = {}
 
     def _units(self, thread: ThreadKey, page: Page, counter: TokenCounter) -> tuple[tuple[Unit, ...], str]:
         key = (counter.encoding_name, thread.scope, page.id)
         cached = self._pages.get(key)
-        made = (page.summary, page.label)
-        # the consolidator may rewrite a summary, and a page cut as it was stored is numbered by the store after
-        if cached is None or cached[1] != made:
-            cached = (units_of(page.content, counter.count) if cached is None else cached[0], made, background_line(page))
+        if cached is None or cached[1] != page.summary:  # the consolidator may rewrite a summary: its line with it
+            cached = (units_of(page.content, counter.count) if cached is None else cached[0], page.summary, background_line(page))
             self._pages.put(key, cached)
         return cached[0], cached[2]
 
@@ -73,7 +71,7 @@ class PageExcerpts:
         if not units:
             return None, (), 1.0
         count = self._counts.setdefault(counter.encoding_name, _TextCounts(counter)).count
-        entry = count(excerpt_entry(page.label, ""))
+        entry = count(excerpt_entry(page.id, ""))
         options = excerpt_options(units, weights, count, source)
         shifted = tuple(replace(option, tokens=option.tokens + entry) for option in options)
         return line_coverage(units, weights, line, source), shifted, speaking_share(units, source)

@@ -92,7 +92,7 @@ def open_folded(tree: PageTree, state: ViewState) -> tuple[PageTree, dict[str, t
                 children.pop(container, None)
             roots.extend(folded[root])
         roots.append(root)
-    return PageTree(tuple(roots), children, tree.consolidated, tree.handles), folded
+    return PageTree(tuple(roots), children, tree.consolidated), folded
 
 
 def open_folded_kept(store: ThreadSnapshot, tree: PageTree, state: ViewState) -> tuple[PageTree, dict[str, tuple[str, ...]]]:

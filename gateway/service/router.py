@@ -340,7 +340,7 @@ class Router:
         try:
             async with asyncio.timeout(self._settings.router_timeout_ms / 1000):
                 body = await self._upstream.complete(model, _router_request(match_text, shortlist, manifests))
-            choice = parse_router_answer(body, {manifests[i].page.label: i for i in shortlist})
+            choice = parse_router_answer(body, set(shortlist))
         except TimeoutError:
             log.warning("router model %s timed out after %d ms; heuristic used", model, self._settings.router_timeout_ms)
             return None
@@ -367,12 +367,12 @@ _ROUTER_PROMPT = """You select memory pages for an assistant. Given the user's q
 earlier in the conversation (id, date, summary), decide which pages the assistant needs: "detail" = it needs the \
 full text, "summary" = the summary is enough context, any page not listed is left out. Choose only pages that \
 really bear on the query. Answer with one JSON object and nothing else, like \
-{"detail": ["p12"], "summary": ["p7"]}."""
+{"detail": ["a1b2c3d4e5"], "summary": ["f6e5d4c3b2"]}."""
 
 
 def _router_request(match_text: str, shortlist: Sequence[str], manifests: Mapping[str, Manifest]) -> dict[str, object]:
     lines = [
-        f"- id={manifests[i].page.label} date={iso_time(manifests[i].page.timestamp)[:10]}: {lead_text(manifests[i].page.summary, 300)}"
+        f"- id={i} date={iso_time(manifests[i].page.timestamp)[:10]}: {lead_text(manifests[i].page.summary, 300)}"
         for i in shortlist
     ]
     user = f"Query: {match_text}\n\nPages:\n" + "\n".join(lines)
@@ -386,9 +386,8 @@ def _router_request(match_text: str, shortlist: Sequence[str], manifests: Mappin
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
 
-def parse_router_answer(body: Mapping[str, object], known: Mapping[str, str]) -> tuple[set[str], set[str]] | None:
-    """The (detail, summary) ids of a router answer, or None when it is not usable; ``known`` maps what the pages
-    were shown as (their labels) to their ids."""
+def parse_router_answer(body: Mapping[str, object], known: set[str]) -> tuple[set[str], set[str]] | None:
+    """The (detail, summary) ids of a router answer, or None when it is not usable."""
     choices = body.get("choices")
     first = choices[0] if isinstance(choices, list) and choices else None
     message = first.get("message") if isinstance(first, dict) else None
@@ -407,7 +406,7 @@ def parse_router_answer(body: Mapping[str, object], known: Mapping[str, str]) ->
         value = data.get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             return None
-        picked.append({known[name] for v in value if (name := v.strip().strip("[]").lower()) in known})
+        picked.append({v.strip().lower() for v in value} & known)
     detail, summary = picked
     if not detail and not summary and (data.get("detail") or data.get("summary")):
         return None  # it named pages, but none of ours: it did not understand

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
-from gateway.adapters.manifests import HANDLE_ESTIMATE, NewPage, manifest_json, parse_manifest
+from gateway.adapters.manifests import NewPage, manifest_json, parse_manifest
 from gateway.core import LineHolds, original_page
 from gateway.core.blocks import split_blocks
 from gateway.core.lexical import term_counts
@@ -21,8 +21,7 @@ def _page(reply: str) -> Page:
 def test_what_the_line_holds_is_derived_at_ingestion_and_stored_with_the_manifest() -> None:
     page = _page("On the mat.")
     new = NewPage.of(page, len, term_counts(page.content))
-    # counted with the handle the store will give it, at its widest (it is numbered as it is stored)
-    assert new.line is LineHolds.CONTENT and new.background_tokens == len(f"[{HANDLE_ESTIMATE}] User: Where is the cat? Assistant: On the mat.")
+    assert new.line is LineHolds.CONTENT and new.background_tokens == len(f"[{page.id}] User: Where is the cat? Assistant: On the mat.")
     stored = parse_manifest(page.id, manifest_json(new))
     assert (stored.line, stored.background_tokens, stored.summary_tokens, stored.page.summary) == (
         LineHolds.CONTENT, new.background_tokens, new.summary_tokens, page.summary)

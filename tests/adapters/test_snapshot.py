@@ -79,7 +79,7 @@ async def test_pages_stored_by_the_request_are_known_as_read_back(client: aiored
     snapshot = await store.snapshot(THREAD, ids)
     assert snapshot.missing(ids) == ids and snapshot.page_count == 0
     await RedisStore(client, prefix=prefix).add_pages(THREAD, pages[:1], NOW.timestamp())  # another process was first
-    assert list(await store.add_pages(THREAD, pages, NOW.timestamp(), snapshot)) == ids[1:]
+    assert await store.add_pages(THREAD, pages, NOW.timestamp(), snapshot) == ids[1:]
     assert snapshot.page_count == 2
     # the page stored here is known without a read; the other one is read
     assert await snapshot.manifests(ids) == await RedisStore(client, prefix=prefix).manifests(THREAD, ids)

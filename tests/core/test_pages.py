@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from gateway.core.blocks import split_blocks
-from gateway.core.pages import Page, PageType, consolidated_page, handle_of, is_page_id, original_page, page_id, utc
+from gateway.core.pages import Page, PageType, consolidated_page, is_page_id, original_page, page_id, utc
 
 T0 = datetime(2026, 2, 14, 10, 30, tzinfo=timezone.utc)
 
@@ -53,22 +53,11 @@ def test_timestamps_are_aware_utc() -> None:
         ({"topic_id": "t"}, "Original"),
         ({"type": PageType.CONSOLIDATED}, "source id"),
         ({"type": PageType.CONSOLIDATED, "source_ids": ("a1b2c3d4e5",)}, "itself"),
-        ({"handle": "p0"}, "handle"),
-        ({"handle": "341"}, "handle"),
-        ({"handle": "p12"}, "handle"),  # a handle is as long as its letter says: p and three digits
-        ({"handle": "q999"}, "handle"),
     ],
 )
 def test_invalid_pages_are_rejected(changes: dict[str, object], problem: str) -> None:
     with pytest.raises(ValueError, match=problem):
         page(**changes)
-
-
-def test_a_page_is_named_by_its_handle_once_it_has_one() -> None:
-    assert [handle_of(n) for n in (None, 1, 341, 999, 1000, 12345)] == ["", "p001", "p341", "p999", "q1000", "r12345"]
-    assert page().label == page().id
-    numbered = page(handle="p341")
-    assert numbered.label == "p341" and numbered.with_manifest("new", []).label == "p341"
 
 
 def test_pages_are_immutable_and_manifest_can_be_replaced() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Generator, Mapping
-from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -44,7 +43,7 @@ def assistant(*calls: dict[str, Any], content: str | None = None) -> dict[str, A
 
 
 def drive(
-    gen: Generator[ModelCall | NeedPages, Any, RoundsOutcome], replies: list[dict[str, Any]], pages: Mapping[str, Page] | None = None
+    gen: Generator[ModelCall | NeedPages, Any, RoundsOutcome], replies: list[dict[str, Any]]
 ) -> tuple[list[ModelCall], list[NeedPages], RoundsOutcome]:
     calls: list[ModelCall] = []
     loads: list[NeedPages] = []
@@ -53,7 +52,7 @@ def drive(
     while True:
         if isinstance(effect, NeedPages):
             loads.append(effect)
-            reply: Mapping[str, Any] = {i: (pages or PAGES)[i] for i in effect.ids}
+            reply: Mapping[str, Any] = {i: PAGES[i] for i in effect.ids}
         else:
             calls.append(effect)
             reply = next(answers)
@@ -338,26 +337,3 @@ def test_a_tool_call_echoed_as_the_text_is_one_call() -> None:
     sent = calls[1].messages
     assert len(sent[-2]["tool_calls"]) == 1 and sent[-2]["content"] is None and sent[-1]["role"] == "tool"
     assert [s.action for s in outcome.steps] == ["Consult"]
-
-
-HANDLED = {A: "p001", B: "p002", C: "p003"}
-LABELLED = PageTree((C,), {C: (A, B)}, frozenset({C}), HANDLED)
-
-
-@pytest.mark.parametrize("named", ["p002", "[p002]", "P002", "2"])
-def test_a_consult_by_handle_opens_the_page_and_answers_by_handle(named: str) -> None:
-    handled = {i: replace(p, handle=HANDLED.get(i, "")) for i, p in PAGES.items()}
-    calls, _, outcome = drive(
-        rounds(LABELLED), [assistant(call("pcp_consult", {"ids": [named], "reason": "need it"})), assistant(content="done")], handled
-    )
-    assert outcome.state == {C: View.UNPACKED, B: View.DETAIL}
-    result = calls[1].messages[-1]["content"]
-    assert result.startswith("p002: Summary → Detail (unpacked p003 to reach it)")
-    assert '<Node id="p002" type="Original" view="Detail"' in result and 'id="bbbbbbbb02"' not in result
-    assert [(s.action, s.target) for s in outcome.steps] == [("Consult", "p002")]
-
-
-def test_a_handle_that_names_no_page_is_answered_as_unknown() -> None:
-    calls, _, outcome = drive(rounds(LABELLED), [assistant(call("pcp_consult", {"ids": ["p009"], "reason": "?"})), assistant(content="ok")])
-    assert calls[1].messages[-1]["content"].startswith("p009: no page with this id is in the context")
-    assert outcome.state == {}

@@ -239,18 +239,3 @@ def test_shelve_right_after_consult_restores_the_views(
     opened = consult(state, tree, chosen)
     assert set(chosen) <= set(opened.changed)
     assert dict(shelve(opened.state, tree, chosen).state) == dict(state)
-
-
-LABELLED = PageTree((O1, C1), {C1: (O2,)}, frozenset({C1}), {O2: "p002", C1: "p003"})
-
-
-def test_the_tree_names_pages_by_handle_and_reads_a_handle_back_as_the_page() -> None:
-    assert [LABELLED.label(i) for i in (O1, O2, C1)] == [O1, "p002", "p003"] and LABELLED.labels([O2, C1]) == "p002, p003"
-    assert [LABELLED.resolve(n) for n in ("p002", "2", "002", "p003", O1, "p009", "0", "junk")] == [O2, O2, O2, C1, O1, "p009", "0", "junk"]
-
-
-def test_zoom_results_name_pages_by_handle() -> None:
-    opened = consult(EMPTY, LABELLED, [O2])
-    assert opened.messages == ("p002: Summary → Detail (unpacked p003 to reach it)",)
-    assert shelve(opened.state, LABELLED, [O2]).messages == ("p002: Detail → Summary; container p003 folded back to Detail because none of its pages is open",)
-    assert consult({C1: U}, LABELLED, [C1]).messages == ("p003: already Unpacked; Consult one of its child pages instead: p002",)

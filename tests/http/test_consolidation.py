@@ -124,10 +124,10 @@ def test_three_topics_become_three_containers(consolidating: GatewayProcess, ups
     text = upstream.chat_requests[-1].body["messages"][0]["content"]  # type: ignore[index]
     root = etree.fromstring(text[text.index("<PagedContext") :].encode())
     flow = root.find("Linear_Flow")
-    lines = set(re.findall(r"^\[(p[0-9]+)\] ", root.findtext("Background_Context") or "", re.MULTILINE))
+    lines = set(re.findall(r"^\[([0-9a-f]+)\] ", root.findtext("Background_Context") or "", re.MULTILINE))
     shown = {n.get("id") for n in flow} | lines  # as a node, or as a line or an excerpt in Background_Context
-    assert all({c["label"] for c in r["children"]} & shown for r in roots)
-    assert len({c["label"] for r in roots for c in r["children"]} & shown) >= 10
+    assert all({c["id"] for c in r["children"]} & shown for r in roots)
+    assert len({c["id"] for r in roots for c in r["children"]} & shown) >= 10
     assert not any(n.get("view") == "Unpacked" for n in flow)  # the pages come one by one, not inside their container
 
 
@@ -149,7 +149,7 @@ def _page_id(text: str, needle: str) -> str:
     """The id of the node or Background_Context line that shows ``needle``."""
     for line in text.split("\n"):
         if needle in line:
-            found = re.search(r'^\[(p[0-9]+)\] |<Node id="(p[0-9]+)"', line)
+            found = re.search(r'^\[([0-9a-f]+)\] |<Node id="([0-9a-f]+)"', line)
             if found:
                 return found.group(1) or found.group(2)
     node = next(n for n in etree.fromstring(text[text.index("<PagedContext") :].encode()).iter("Node") if needle in "".join(n.itertext()))
@@ -191,13 +191,11 @@ def test_a_question_about_one_exchange_of_a_topic_gets_that_exchange_and_consult
     assert reply.choices[0].message.content == "whole wheat", system
     assert sum(q in system for q in SOURDOUGH) <= 2 and not re.search(r'<Node [^>]*type="Consolidated"', system), system
     tool = next(m for m in second["messages"] if m["role"] == "tool")
-    # the model names pages by their labels; the inspector shows each page's id and label
-    container = next(r for r in settled(consolidating, thread)["pages"] if opened[0] in [c["label"] for c in r["children"]])
-    page = next(c for c in container["children"] if c["label"] == opened[0])
+    container = next(r for r in settled(consolidating, thread)["pages"] if opened[0] in [c["id"] for c in r["children"]])
     # the page is in Detail and its container was opened on the way, as for any page inside a container
-    assert f"unpacked {container['label']}" in tool["content"] and f'id="{opened[0]}" type="Original" view="Detail"' in tool["content"]
+    assert f"unpacked {container['id']}" in tool["content"] and f'id="{opened[0]}" type="Original" view="Detail"' in tool["content"]
     views = settled(consolidating, thread)["views"]
-    assert views.get(container["id"]) == "Unpacked" and views.get(page["id"]) == "Detail"
+    assert views.get(container["id"]) == "Unpacked" and views.get(opened[0]) == "Detail"
 
 
 def _zoom_to_an_original(start: str) -> Callable[[Recorded], Response]:

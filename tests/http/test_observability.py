@@ -61,7 +61,7 @@ def _consult_once(recorded: Recorded) -> Reply:
     system = recorded.body["messages"][0]["content"]
     root = etree.fromstring(system[system.index("<PagedContext") :].encode())
     background = root.find("Background_Context")
-    folded = re.findall(r"^\[(p[0-9]+)\] ", background.text or "", re.MULTILINE) if background is not None else []
+    folded = re.findall(r"^\[([0-9a-f]+)\] ", background.text or "", re.MULTILINE) if background is not None else []
     target = ([n.get("id") for n in root.iter("Node")] + folded)[0]
     return Reply(content=None, tool_calls=[ToolCall("pcp_consult", json.dumps({"reason": "look", "ids": [target]}), id="call_c")])
 

@@ -51,6 +51,6 @@ def test_every_page_the_budget_can_show_is_offered_its_excerpts(gateway: Gateway
     assert body is not None
     system = body["messages"][0]["content"]
     root = etree.fromstring(system[system.index("<PagedContext") :].encode())
-    entries = re.split(r"\n(?=\[p[0-9]+\] )", root.findtext("Background_Context") or "")
+    entries = re.split(r"\n(?=\[[0-9a-f]+\] )", root.findtext("Background_Context") or "")
     excerpted = [fact for fact in facts if any(fact in e and "…" in e for e in entries)]
     assert len(excerpted) >= 3, entries  # not only the one page `pcp.shortlist` names

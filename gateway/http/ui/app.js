@@ -65,9 +65,7 @@ function pageNode(page, views) {
   const kind = page.type === "Consolidated" ? "[Consolidated]" : "[Original]";
   const head = el("span", { class: "node-head" },
     el("span", { class: "node-kind", text: kind }),
-    // the label is what the model saw and called the page (its handle, p<n>); the id is the page's identity
-    ` ${page.label && page.label !== page.id ? `${page.label} · ` : ""}${page.id} · ${day(page.timestamp)} · ` +
-    `${page.tokens} tokens · view: ${view}` +
+    ` ${page.id} · ${day(page.timestamp)} · ${page.tokens} tokens · view: ${view}` +
     (page.children ? ` · ${page.children.length} inside` : "") + (page.heat ? ` · opened ${page.heat}×` : ""));
   const content = el("pre", { hidden: "", tabindex: "0" });
   const show = el("button", { type: "button", "aria-expanded": "false" }, "Show content");
