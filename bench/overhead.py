@@ -454,9 +454,10 @@ class Runner:
         cell.rss_mb = group_rss_mb(server.proc)
         return cell
 
-    def _time(self, cell: Cell, server: Server, run: Callable[[], list[float]], settle: bool = False) -> None:
-        """CPU per request, latency and requests/s of sequential requests, into ``cell``; with ``settle``, the
-        background work they left is counted too."""
+    @staticmethod
+    def _measure(server: Server, run: Callable[[], list[float]], settle: bool = False) -> tuple[float, list[float], float]:
+        """``run``'s sequential requests: the CPU per request of ``server``'s process group (ms), their wall times and
+        the time they took in all; with ``settle``, the background work they left is counted too."""
         cpu0 = group_cpu(server.proc)
         t0 = time.perf_counter()
         walls = run()
@@ -465,7 +466,12 @@ class Runner:
             wait_idle(server.proc, timeout=300)
         else:
             time.sleep(0.2)  # deferred per-request work (callbacks, logging) counts too
-        cell.cpu_ms = (group_cpu(server.proc) - cpu0) * 1000 / len(walls)
+        return (group_cpu(server.proc) - cpu0) * 1000 / len(walls), walls, elapsed
+
+    def _time(self, cell: Cell, server: Server, run: Callable[[], list[float]], settle: bool = False) -> None:
+        """CPU per request, latency and requests/s of sequential requests, into ``cell``; with ``settle``, the
+        background work they left is counted too."""
+        cell.cpu_ms, walls, elapsed = self._measure(server, run, settle)
         cell.requests = len(walls)
         cell.p50_ms, cell.p95_ms = quantile(walls, 0.5) * 1000, quantile(walls, 0.95) * 1000
         cell.rps_1 = len(walls) / elapsed
@@ -495,11 +501,11 @@ class Runner:
             for server in [*servers[r % len(servers):], *servers[: r % len(servers)]]:
                 url, headers = server.url + "/chat/completions", self._headers(server, turns)
                 payloads = self._payloads(turns, size)
-                cpu0, t0 = group_cpu(server.proc), time.perf_counter()
-                done = sequential(self.client, url, headers, payloads, plan.phase_limit_s / rounds)
-                elapsed[server.name] += time.perf_counter() - t0
-                time.sleep(0.2)  # deferred per-request work (callbacks, logging) counts too
-                cpu[server.name].append((group_cpu(server.proc) - cpu0) * 1000 / len(done))
+                per_request, done, took = self._measure(
+                    server, lambda: sequential(self.client, url, headers, payloads, plan.phase_limit_s / rounds)
+                )
+                elapsed[server.name] += took
+                cpu[server.name].append(per_request)
                 walls[server.name].extend(done)
         cells = []
         for server in servers:

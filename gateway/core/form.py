@@ -26,7 +26,7 @@ class Form(enum.Enum):
 def choose_form(*, raw_tokens: int, paged_tokens: int, budget: int, paged_before: bool) -> Form:
     """``RAW`` when the thread was never sent paged, and the client's request (``raw_tokens``, counted as the
     budget counts) fits ``budget`` and is no larger than the paged form (``paged_tokens``); else ``PAGED``."""
-    if paged_before or raw_tokens > budget or raw_tokens > paged_tokens:
+    if paged_before or pages_for_good(raw_tokens=raw_tokens, budget=budget) or raw_tokens > paged_tokens:
         return Form.PAGED
     return Form.RAW
 

@@ -204,7 +204,7 @@ class ChatService:
             raw_tokens = TokenCounter.for_model(request.model).count_messages(request.messages)
         budget = request_budget(request.meta.budget, self._config.pcp.budget_tokens)
         form = choose_form(raw_tokens=raw_tokens or 0, paged_tokens=context.prompt_tokens, budget=budget, paged_before=paged_before)
-        if form is Form.PAGED and not paged_before and pages_for_good(raw_tokens=raw_tokens or 0, budget=budget):
+        if raw_tokens is not None and pages_for_good(raw_tokens=raw_tokens, budget=budget):  # then it went paged
             await self._store.mark_paged(context.thread)
         return form, raw_tokens
 
