@@ -16,6 +16,7 @@ from gateway.core.budget import (
     fit_context,
     fit_rendered,
     priority,
+    shows_whole,
 )
 from gateway.core.errors import ContextWindowExceeded, CoreError, IllegalTransition, InvalidMessage
 from gateway.core.extract import extract_clusters, extractive_summary, lead_text
@@ -115,6 +116,7 @@ __all__ = [
     "settle",
     "shelve",
     "shelve_schema",
+    "shows_whole",
     "split_blocks",
     "steps_for_call",
     "system_instructions",

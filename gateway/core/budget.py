@@ -69,7 +69,7 @@ from gateway.core.worth import (
     share_of,
 )
 
-__all__ = ["Candidate", "Demotion", "FitResult", "Level", "fit_context", "fit_rendered", "priority"]
+__all__ = ["Candidate", "Demotion", "FitResult", "Level", "fit_context", "fit_rendered", "priority", "shows_whole"]
 
 
 class Level(enum.Enum):
@@ -177,6 +177,25 @@ class FitResult:
     demotions: tuple[Demotion, ...]
     limit: int
     excerpts: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+
+
+def shows_whole(result: FitResult, candidates: Sequence[Candidate]) -> bool:
+    """Whether ``result`` shows every one of ``candidates`` whole (coverage 1: a Detail or Unpacked node, the
+    excerpt that is the page, a line that holds it), within its limit. Then the pages' relevance had nothing to
+    choose: no page could be shown more fully, and a context lists its pages by time, not by rank."""
+    if result.over_budget:
+        return False
+    for candidate in candidates:
+        view = result.views.get(candidate.id)
+        if view is not None:
+            whole = view is not View.SUMMARY
+        elif candidate.id in result.excerpts:
+            whole = candidate.excerpts[result.excerpts[candidate.id]].coverage >= 1.0
+        else:
+            whole = candidate.id in result.background_ids and (candidate.line_coverage or 0.0) >= 1.0
+        if not whole:
+            return False
+    return True
 
 
 def priority(candidate: Candidate, now: datetime, half_life: timedelta = DEFAULT_HALF_LIFE) -> float:

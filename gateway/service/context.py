@@ -3,7 +3,7 @@
 
 The candidate pool is the pages of this request's own history that the skeleton does not already show verbatim;
 the router scores them for the query and the budget function decides each page's view, checked against the real
-rendering.
+rendering. When they all fit whole, nothing is scored (`gateway.core.budget.shows_whole`).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from gateway.core import (
     normalize,
     render_context,
     shelve_schema,
+    shows_whole,
     system_instructions,
     view_of,
 )
@@ -48,14 +49,14 @@ from gateway.core.outside import PoolExceeded
 from gateway.core.tokens import REPLY_PRIMING
 from gateway.core.instructions import InstructionCosts, instruction_costs
 from gateway.core.rounds import Room, ZoomNames
-from gateway.core.worth import BACKGROUND_OVERHEAD
+from gateway.core.worth import BACKGROUND_OVERHEAD, NODE_OVERHEAD
 from gateway.errors import ContextLengthExceeded
 from gateway.core.excerpt import ExcerptOption, named_source, query_source
 from gateway.core.lexical import idf_weights, terms
 from gateway.core.postings import Documents
 from gateway.service.candidate_pool import POOL_SPARES, candidate_pool, kept_table, refreshed, showable
 from gateway.service.page_tree import open_folded_kept, visible_tree
-from gateway.service.router import Router
+from gateway.service.router import Router, Selection, match_text as matched_on
 from gateway.service.ingest import History, Ingestion
 from gateway.service.page_excerpts import PageExcerpts
 
@@ -117,6 +118,19 @@ def _shown_query(query: str) -> str:
     """The ``<Query>`` text: the live message, or its lead when it is long (a pasted file, a client's reminders).
     The whole message follows the context verbatim; sending it twice would spend its tokens twice."""
     return query if len(query) <= QUERY_CHARS else lead_text(query, QUERY_CHARS)
+
+
+def _fits_whole(roots: Sequence[str], manifests: Mapping[str, Manifest], room: int) -> bool:
+    """Whether ``roots`` could all be shown whole in ``room`` tokens, by their stored counts: a page on a line that
+    holds it whole, any other as a Detail node. Only whether to try; what is rendered decides (`shows_whole`).
+    Stops at the first page that no longer fits: work bounded by the budget, not the thread."""
+    total = 0
+    for root in roots:
+        manifest = manifests[root]
+        total += manifest.background_tokens + 1 if manifest.line is LineHolds.CONTENT else manifest.page.tokens + NODE_OVERHEAD
+        if total > room:
+            return False
+    return True
 
 
 def _same_choice(a: FitResult, b: FitResult) -> bool:
@@ -201,17 +215,12 @@ class ContextBuilder:
         # not opened are laid open
         flow, folded = open_folded_kept(snapshot, tree, state)
 
-        started = time.perf_counter()
-        relevance, requested, match_text, documents, selected_by = await self._select(
-            thread, snapshot, query, ids, flow, folded, manifests, state, now
-        )
-        router_ms = (time.perf_counter() - started) * 1000
-        wanted = dict(state)
-        wanted.update(requested)
         pages = {i: m.page for i, m in manifests.items()}
         names = zoom_names(tools)
         verbatim = sorted(scaffold | set(keep[cut:]))  # the recent turns and the scaffolding, in request order
         live: list[Mapping[str, Any]] = [m for i in verbatim for m in split.blocks[i].messages] + list(split.tail)
+        wanted: dict[str, View] = dict(state)
+        excerpts: dict[str, tuple[float | None, tuple[ExcerptOption, ...], float]] = {}
 
         def compose(result: FitResult | None) -> list[Mapping[str, Any]]:
             views = dict(result.views) if result else {}
@@ -237,84 +246,97 @@ class ContextBuilder:
         fixed = counted(compose(None))
         window = self._window_for(model)
         limit = min(budget, window) if window is not None else budget
-        # Detail and excerpts are offered to the pages worth reading whole: the best-matching ones, and those asked
-        # for; then to as many more as the budget could show at what those cost (see showable)
-        ranked = self._ranked(flow, relevance, folded)
-        best = ranked[: self._settings.shortlist]
-        full = set(best)
-        # (the shortlist, then the pages in Detail: a few, never a walk over every page)
-        detail_ids = [i for i in dict.fromkeys([*best, *(k for k, v in wanted.items() if v is View.DETAIL)]) if i in flow]
-        pages.update(await self._store.pages(thread, detail_ids))
-        weights = (
-            documents.idf_weights(terms(match_text))
-            if documents is not None
-            else idf_weights(terms(match_text), [manifests[r].terms for r in flow.roots if r not in folded])
-        )
-        # a page whose line holds it whole is never cut: the line costs what an excerpt would, and the answer
-        # often sits in the message next to the one that matches
-        source = query_source(match_text)
-        named = False
-        if source is None and documents is not None:
-            source = self._named(query, snapshot, documents, manifests)
-            named = source is not None
-
-        def excerpted(ids: Iterable[str]) -> dict[str, tuple[float | None, tuple[ExcerptOption, ...], float]]:
-            return {
-                i: self._excerpts.of(thread, pages[i], weights, counter, source)
-                for i in ids
-                # a question about a named participant is held by their messages: a line then shows twice what it holds
-                if i in pages and (named or manifests[i].line is not LineHolds.CONTENT)
-            }
-
-        excerpts = excerpted(full)
-        table = kept_table(snapshot.derived, flow.roots, manifests)
-        more = ranked[len(best) : showable(table, best, excerpts, limit - fixed)]
-        if more:
-            pages.update(await self._store.pages(thread, more))
-            full.update(more)
-            excerpts.update(excerpted(more))
-
-        seen = snapshot.last_seen(flow.roots)
-
-        made: dict[str, Candidate] = {}
-
-        def candidate(r: str) -> Candidate:
-            if r not in made:
-                made[r] = self._candidate(
-                    manifests[r], relevance[r], view_of(requested, r), flow, manifests, wanted, seen.get(r), r in state,
-                    excerpts.get(r), r in full or view_of(wanted, r) is View.DETAIL,
-                )
-            return made[r]
-
-        must = {r for r in (*state, *requested) if view_of(requested, r) is View.UNPACKED or r in state} | set(excerpts)
         # the instructions explain an element only when the context has one: its first entry pays for the line
         key = (counter.encoding_name, names.consult, names.shelve, bool(steps))
         explained = self._explained.get(key)
         if explained is None:
             explained = self._explained[key] = instruction_costs(counter.count, names.consult, names.shelve, trace=key[3])
         background_overhead, flow_overhead = BACKGROUND_OVERHEAD + explained.background, explained.nodes
-        try:
-            for spare in POOL_SPARES:
-                pool, rest = candidate_pool(table, manifests, relevance, seen, now, limit - fixed, excerpts, must, spare)
-                try:
-                    fit = fit_rendered(
-                        [candidate(r) for r in pool], fixed_tokens=fixed, budget=budget, now=now, measure=measure,
-                        window=window, outside=rest, background_overhead=background_overhead, flow_overhead=flow_overhead,
+        seen = snapshot.last_seen(flow.roots)
+        # When every page could be shown whole, relevance has nothing to choose (a short thread, and every request
+        # whose raw form is weighed against its paged one): the pages are fitted as equals, without the router (the
+        # query's embedding, BM25, the router model's call). If one of them does not end whole after all, the
+        # router decides as for any other request.
+        for whole in (True, False) if _fits_whole(flow.roots, manifests, limit - fixed - background_overhead - flow_overhead) else (False,):
+            started = time.perf_counter()
+            relevance, requested, match_text, documents, selected_by = await self._select(
+                thread, snapshot, query, ids, flow, folded, manifests, state, now, whole
+            )
+            router_ms = (time.perf_counter() - started) * 1000
+            wanted = dict(state)
+            wanted.update(requested)
+            # Detail and excerpts are offered to the pages worth reading whole: the best-matching ones, and those
+            # asked for; then to as many more as the budget could show at what those cost (see showable)
+            ranked = self._ranked(flow, relevance, folded)
+            best = list(flow.roots) if whole else ranked[: self._settings.shortlist]
+            full = set(best)
+            # (the shortlist, then the pages in Detail: a few, never a walk over every page)
+            detail_ids = [i for i in dict.fromkeys([*best, *(k for k, v in wanted.items() if v is View.DETAIL)]) if i in flow]
+            pages.update(await self._store.pages(thread, detail_ids))
+            weights = (
+                documents.idf_weights(terms(match_text))
+                if documents is not None
+                else idf_weights(terms(match_text), [manifests[r].terms for r in flow.roots if r not in folded])
+            )
+            # a page whose line holds it whole is never cut: the line costs what an excerpt would, and the answer
+            # often sits in the message next to the one that matches
+            source = query_source(match_text)
+            named = False
+            if source is None and documents is not None:
+                source = self._named(query, snapshot, documents, manifests)
+                named = source is not None
+
+            def excerpted(ids: Iterable[str]) -> dict[str, tuple[float | None, tuple[ExcerptOption, ...], float]]:
+                return {
+                    i: self._excerpts.of(thread, pages[i], weights, counter, source)
+                    for i in ids
+                    # a question about a named participant is held by their messages: a line then shows twice what it holds
+                    if i in pages and (named or manifests[i].line is not LineHolds.CONTENT)
+                }
+
+            excerpts = excerpted(full)
+            table = kept_table(snapshot.derived, flow.roots, manifests)
+            more = [] if whole else ranked[len(best) : showable(table, best, excerpts, limit - fixed)]
+            if more:
+                pages.update(await self._store.pages(thread, more))
+                full.update(more)
+                excerpts.update(excerpted(more))
+
+            made: dict[str, Candidate] = {}
+
+            def candidate(r: str) -> Candidate:
+                if r not in made:
+                    made[r] = self._candidate(
+                        manifests[r], relevance[r], view_of(requested, r), flow, manifests, wanted, seen.get(r), r in state,
+                        excerpts.get(r), r in full or view_of(wanted, r) is View.DETAIL,
                     )
-                    break
-                except PoolExceeded:  # a page of the rest might have been shown: take more
-                    continue
-            else:
-                fit = fit_rendered(
-                    [candidate(r) for r in flow.roots], fixed_tokens=fixed, budget=budget, now=now, measure=measure,
-                    window=window, background_overhead=background_overhead, flow_overhead=flow_overhead,
-                )
-        except ContextWindowExceeded as exc:
-            raise ContextLengthExceeded(
-                f"this request needs {exc.needed} tokens even with its history paged out, more than the model's "
-                f"context window of {exc.window} tokens (system prompt, recent turns and the current message are always sent)",
-                param="messages",
-            ) from exc
+                return made[r]
+
+            must = {r for r in (*state, *requested) if view_of(requested, r) is View.UNPACKED or r in state} | set(excerpts)
+            try:
+                for spare in () if whole else POOL_SPARES:
+                    pool, rest = candidate_pool(table, manifests, relevance, seen, now, limit - fixed, excerpts, must, spare)
+                    try:
+                        fit = fit_rendered(
+                            [candidate(r) for r in pool], fixed_tokens=fixed, budget=budget, now=now, measure=measure,
+                            window=window, outside=rest, background_overhead=background_overhead, flow_overhead=flow_overhead,
+                        )
+                        break
+                    except PoolExceeded:  # a page of the rest might have been shown: take more
+                        continue
+                else:
+                    fit = fit_rendered(
+                        [candidate(r) for r in flow.roots], fixed_tokens=fixed, budget=budget, now=now, measure=measure,
+                        window=window, background_overhead=background_overhead, flow_overhead=flow_overhead,
+                    )
+            except ContextWindowExceeded as exc:
+                raise ContextLengthExceeded(
+                    f"this request needs {exc.needed} tokens even with its history paged out, more than the model's "
+                    f"context window of {exc.window} tokens (system prompt, recent turns and the current message are always sent)",
+                    param="messages",
+                ) from exc
+            if not whole or shows_whole(fit, list(made.values())):
+                break
         # What the model sees is where its zoom starts: the budget's views for the top-level pages (a page
         # folded into the background is back in Summary), the wanted views below them. A page of a laid-open
         # container is in Summary for the zoom whatever it was shown as: consulting it opens its container.
@@ -356,23 +378,29 @@ class ContextBuilder:
         manifests: Mapping[str, Manifest],
         state: ViewState,
         now: datetime,
+        whole: bool = False,
     ) -> tuple[dict[str, float], dict[str, View], str, Documents | None, str]:
         """Relevance per top-level page, the views asked for (the router's, and the model's own zoom), the
         text matched (the query, reconstructed when it says too little), the pages scored as documents over
         the thread's postings (for their term statistics), and who decided the views.
 
         The router scores every top-level page but the folded containers, in conversation order; a folded
-        container is as relevant as a share of its best page, so its summary comes after the pages that match."""
+        container is as relevant as a share of its best page, so its summary comes after the pages that match.
+        With ``whole`` (every page may be shown whole), the pages are equals and nothing is scored."""
         scored = [manifests[r] for r in flow.roots if r not in folded]
         previous = manifests.get(ids[-1]) if ids else None
         if ids and previous is None:
             previous = (await snapshot.manifests(ids[-1:])).get(ids[-1])
         scored_ids = [m.page.id for m in scored]
         documents = snapshot.postings.documents(scored_ids, [m.length for m in scored])
-        selection = await self._router.select(
-            thread, query, previous.page.summary if previous else None, scored, documents,
-            lambda: snapshot.user_postings.documents(scored_ids, [m.own_length for m in scored]), now,
-        )
+        summary = previous.page.summary if previous else None
+        if whole:
+            selection = Selection({i: 1.0 for i in scored_ids}, {}, matched_on(query, summary), "every page whole")
+        else:
+            selection = await self._router.select(
+                thread, query, summary, scored, documents,
+                lambda: snapshot.user_postings.documents(scored_ids, [m.own_length for m in scored]), now,
+            )
         relevance = dict(selection.relevance)
         for container, pages in folded.items():
             relevance[container] = CONTAINER_SHARE * max((relevance[p] for p in pages), default=0.0)

@@ -49,7 +49,7 @@ from gateway.core.when import named_span
 from gateway.core.worth import RELEVANCE_POWER
 from gateway.errors import GatewayError
 
-__all__ = ["Router", "Selection", "VectorCache", "reconstruct_query"]
+__all__ = ["Router", "Selection", "VectorCache", "match_text", "reconstruct_query"]
 
 log = logging.getLogger("gateway.router")
 
@@ -92,12 +92,17 @@ def reconstruct_query(query: str, previous_summary: str | None) -> str:
     return query
 
 
+def match_text(query: str, previous_summary: str | None) -> str:
+    """What the query is matched on: without the phrases that date it, reconstructed when it says too little."""
+    return reconstruct_query(drop_time_phrases(query), previous_summary)
+
+
 @dataclass(frozen=True)
 class Selection:
     relevance: dict[str, float]
     views: dict[str, View]
     match_text: str
-    decided_by: str  # router-model; heuristic; router-model-fallback (asked, but it failed or timed out)
+    decided_by: str  # router-model; heuristic; router-model-fallback (asked, but it failed or timed out); every page whole (nothing scored: gateway.service.context)
 
 
 class VectorCache:
@@ -281,11 +286,11 @@ class Router:
         thread's postings, gives the lexical statistics without looking at every page (the same numbers), and
         ``own`` gives the same for the user's own messages, on which a question about the user is matched;
         ``now``, the request's time, dates the days a query names ("10 days ago")."""
-        match_text = reconstruct_query(drop_time_phrases(query), previous_summary)
+        text = match_text(query, previous_summary)
         ids = [m.page.id for m in roots]
         counts = [m.terms for m in roots]
-        query_terms = terms(match_text)
-        about_user = query_source(match_text) == "user"
+        query_terms = terms(text)
+        about_user = query_source(text) == "user"
         mine: Documents | None = None
         if about_user:
             # what the user said about themselves is in their messages; a long reply that repeats the question's
@@ -299,8 +304,8 @@ class Router:
             lexical = _normalised(documents.bm25(query_terms, neighbours=WINDOW_SHARE))
         else:
             lexical = _normalised(bm25(query_terms, counts, [m.length for m in roots], neighbours=WINDOW_SHARE))
-        common = (documents.drop_common_words(match_text, COMMON_SHARE) if documents is not None
-                  else drop_common_words(match_text, counts, COMMON_SHARE))
+        common = (documents.drop_common_words(text, COMMON_SHARE) if documents is not None
+                  else drop_common_words(text, counts, COMMON_SHARE))
         # the embedding has no IDF: words in most pages (the participants' names) only pull it towards pages that
         # mention them (on LoCoMo, leaving them out adds ~0.01 recall at 2k and 4k)
         semantic = _above_typical(await self._semantic(thread, common, ids, about_user))
@@ -320,11 +325,11 @@ class Router:
         relevance = dict(zip(ids, scores.tolist()))
         # best first, ties in conversation order (a stable sort on the negated scores, as sorted() would)
         shortlist = [ids[i] for i in np.argsort(-scores, kind="stable")[: self._settings.shortlist]]
-        decided = await self._ask_router(match_text, shortlist, {m.page.id: m for m in roots}, relevance)
+        decided = await self._ask_router(text, shortlist, {m.page.id: m for m in roots}, relevance)
         if decided is not None:
-            return Selection(decided[0], decided[1], match_text, "router-model")
+            return Selection(decided[0], decided[1], text, "router-model")
         asked = self._settings.router_model is not None and bool(shortlist)
-        return Selection(relevance, self._heuristic(shortlist, relevance), match_text, "router-model-fallback" if asked else "heuristic")
+        return Selection(relevance, self._heuristic(shortlist, relevance), text, "router-model-fallback" if asked else "heuristic")
 
     def _heuristic(self, shortlist: Sequence[str], relevance: Mapping[str, float]) -> dict[str, View]:
         picks = [i for i in shortlist[: self._settings.detail_picks] if relevance[i] >= DETAIL_SHARE and relevance[i] > 0]

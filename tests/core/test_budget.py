@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.core.budget import Candidate, Demotion, FitResult, Level, fit_context, fit_rendered, priority
+from gateway.core.budget import Candidate, Demotion, FitResult, Level, fit_context, fit_rendered, priority, shows_whole
 from gateway.core.errors import ContextWindowExceeded
 from gateway.core.pages import Page, PageType
 from gateway.core.render import NodeSpec, RenderInput, background_line, background_lines, render_context
@@ -47,6 +47,23 @@ def test_everything_fits_whole() -> None:
     assert result.total_tokens == 50 + 2 * (100 + NODE_OVERHEAD)
     assert (result.over_budget, result.demotions, result.background_ids, result.dropped_ids) == (False, (), (), ())
     assert result.limit == 10_000
+
+
+def test_shows_whole_when_every_page_is_whole_as_a_node_an_excerpt_or_a_line() -> None:
+    line = replace(cand("line", background=30, detail=30), content_on_line=True)  # its line holds it
+    cut = replace(cand("cut", detail=120), excerpts=(Excerpt(20, 0.4), Excerpt(110, 1.0)))  # its last excerpt is it
+    pages = [cand("node", relevance=0.0), line, cut]
+    roomy = fit(pages, budget=10_000)
+    assert (dict(roomy.views), roomy.background_ids, dict(roomy.excerpts)) == ({"node": D}, ("cut", "line"), {"cut": 1})
+    assert shows_whole(roomy, pages)
+    # too little room: one page is cut (an excerpt, a Summary node or a line that does not hold it) or left out
+    for budget in (100, 150, 200, 241):  # all whole takes 242
+        tight = fit(pages, budget=budget)
+        assert not shows_whole(tight, pages), budget
+    summary_only = replace(roomy, views={"node": S})
+    assert not shows_whole(summary_only, pages)
+    # over its limit: not a choice that counts, whatever it shows
+    assert not shows_whole(replace(roomy, over_budget=True), pages)
 
 
 def test_many_pages_in_part_beat_a_few_whole() -> None:

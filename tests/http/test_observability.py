@@ -121,6 +121,8 @@ def test_a_question_is_embedded_once_and_its_vector_kept_for_the_exchange_that_s
     history = [{"role": role, "content": text} for pair in HOBBIES for role, text in zip(("user", "assistant"), pair)]
     question = {"role": "user", "content": "Which telephoto lens works for birding from a kayak?"}
     upstream.script(Reply(content="A 100-400mm zoom."), Reply(content="Not from a kayak."))
+    # a budget the pages do not all fit whole in: they are ranked against the question (a thread that fits whole is not)
+    client = client.with_options(default_headers={**client.default_headers, "X-PCP-Budget": "400"})
     client.chat.completions.create(model="fake-model", messages=[*history, question])  # type: ignore[arg-type]
     before = scrape(gw)
     answered = [*history, question, {"role": "assistant", "content": "A 100-400mm zoom."}]

@@ -38,6 +38,17 @@ def history() -> list[dict[str, Any]]:
     return messages
 
 
+# A pasted log at the start of each conversation: the thread no longer fits the budget whole, so its pages are
+# ranked (a thread that fits whole is shown whole, unranked: test_a_thread_that_fits_whole_is_not_ranked). None
+# of its words is a question's, or one that places an event in time ("last night" would).
+LOG = [
+    {"role": "user", "content": "Here is the worker log:\n" + "\n".join(
+        f"01:{n // 60:02d}:{n % 60:02d} INFO worker-{n % 7} heartbeat seq={n * 37} queue=depth-{n % 13} ok" for n in range(160)
+    )},
+    {"role": "assistant", "content": "Every heartbeat is ok; the queue depth stays low."},
+]
+
+
 def is_router_call(recorded: Recorded) -> bool:
     body = recorded.body or {}
     return body.get("model") == "router" or "You select memory pages" in json.dumps(body.get("messages", [])[:1])
@@ -52,7 +63,8 @@ def routed(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iter
         yield process
 
 
-def ask(gateway: GatewayProcess, upstream: FakeUpstream, question: str, router: Response | Callable[[Recorded], Response], messages: list[dict[str, Any]] | None = None) -> tuple[etree._Element, Any]:
+def ask(gateway: GatewayProcess, upstream: FakeUpstream, question: str, router: Response | Callable[[Recorded], Response],
+        messages: list[dict[str, Any]] | None = None, logged: bool = True) -> tuple[etree._Element, Any]:
     def answer(recorded: Recorded) -> Response:
         if is_router_call(recorded):
             return router(recorded) if callable(router) else router
@@ -61,7 +73,8 @@ def ask(gateway: GatewayProcess, upstream: FakeUpstream, question: str, router: 
     upstream.reset()
     upstream.script(answer, answer)
     client = openai.OpenAI(base_url=gateway.base_url, api_key="sk-r", max_retries=0, default_headers={"X-PCP-Thread": "r-" + uuid.uuid4().hex[:8]})
-    raw = client.chat.completions.with_raw_response.create(model="fake-model", messages=[*(messages or history()), {"role": "user", "content": question}])  # type: ignore[arg-type]
+    asked = [*(LOG if logged else []), *(messages or history()), {"role": "user", "content": question}]
+    raw = client.chat.completions.with_raw_response.create(model="fake-model", messages=asked)  # type: ignore[arg-type]
     assert raw.parse().choices[0].message.content == "fine"
     main = [r for r in upstream.chat_requests if not is_router_call(r)][-1]
     text = main.body["messages"][0]["content"]  # type: ignore[index]
@@ -94,6 +107,18 @@ def test_the_router_models_choice_decides_the_views(routed: GatewayProcess, upst
     assert any("Lake Tahoe" in t for t in detail_texts(root))
     router_request = [r for r in upstream.chat_requests if is_router_call(r)][-1].body
     assert router_request is not None and "kitchen" in router_request["messages"][1]["content"]
+
+
+def test_a_thread_that_fits_whole_is_not_ranked(routed: GatewayProcess, upstream: FakeUpstream) -> None:
+    """Every page of a short thread fits the budget whole: nothing is left to choose, so the router model is not
+    asked, and every exchange is shown whole. Once the thread no longer fits (a pasted log), it is asked again."""
+    root, _ = ask(routed, upstream, "What colour is the kitchen going to be?", Reply(content='{"detail": [], "summary": []}'), logged=False)
+    assert not [r for r in upstream.chat_requests if is_router_call(r)]
+    shown = "\n".join(text for _, text in _entries(root))
+    assert all(user in shown and reply in shown for user, reply in FACTS[:-1])  # the last exchange follows, verbatim
+    root, _ = ask(routed, upstream, "What colour is the kitchen going to be?", Reply(content='{"detail": [], "summary": []}'))
+    assert [r for r in upstream.chat_requests if is_router_call(r)]
+    assert "sage green" in "\n".join(text for _, text in _entries(root))
 
 
 @pytest.mark.parametrize(
@@ -209,7 +234,7 @@ def _ranked_when_asked(routed: GatewayProcess, upstream: FakeUpstream, sessions:
     thread = "r-" + uuid.uuid4().hex[:8]
     client = openai.OpenAI(base_url=routed.base_url, api_key="sk-r", max_retries=0)
     upstream.reset()
-    messages: list[dict[str, Any]] = []
+    messages: list[dict[str, Any]] = list(LOG)
     for when, turns in sessions:
         messages += turns
         upstream.script(Reply(content="fine"))
@@ -389,7 +414,7 @@ def test_ingest_embeds_the_users_own_words_beside_the_whole_page(fake: FakeUpstr
     try:
         config = gateway_config(fake.url, workdir / "data", store={"redis_url": url, "key_prefix": prefix}, pcp={"consolidation": False})
         with GatewayProcess(config=config, workdir=workdir) as gateway:
-            ask(gateway, upstream, "Which lens did I buy?", Reply(content="unused"), [*history(), *TRIP])
+            ask(gateway, upstream, "Which lens did I buy?", Reply(content="unused"), [*history(), *TRIP], logged=False)
         store = redis.Redis.from_url(url, decode_responses=True)
         fields = {k: v for key in store.scan_iter(match=f"{prefix}:*:vector") for k, v in store.hgetall(key).items()}
         pages = [k for k in fields if ":" not in k]
