@@ -180,20 +180,25 @@ class FitResult:
 
 
 def shows_whole(result: FitResult, candidates: Sequence[Candidate]) -> bool:
-    """Whether ``result`` shows every one of ``candidates`` whole (coverage 1: a Detail or Unpacked node, the
-    excerpt that is the page, a line that holds it), within its limit. Then the pages' relevance had nothing to
-    choose: no page could be shown more fully, and a context lists its pages by time, not by rank."""
+    """Whether ``result`` shows every one of ``candidates`` whole, within its limit: at coverage 1 as the fill counts
+    it (a Detail or Unpacked node, the excerpt that is the page, a line that holds it, a Summary node as long as
+    the page). Then the pages' relevance had nothing to choose: no page could be shown more fully, and a context
+    lists its pages by time, not by rank."""
     if result.over_budget:
         return False
     for candidate in candidates:
         view = result.views.get(candidate.id)
-        if view is not None:
-            whole = view is not View.SUMMARY
+        if view is View.SUMMARY:
+            coverage = share_of(candidate.summary_tokens, candidate.detail_tokens)
+        elif view is not None:
+            coverage = 1.0
         elif candidate.id in result.excerpts:
-            whole = candidate.excerpts[result.excerpts[candidate.id]].coverage >= 1.0
+            coverage = candidate.excerpts[result.excerpts[candidate.id]].coverage
+        elif candidate.id in result.background_ids:
+            coverage = candidate.line_coverage or 0.0
         else:
-            whole = candidate.id in result.background_ids and (candidate.line_coverage or 0.0) >= 1.0
-        if not whole:
+            return False
+        if coverage < 1.0:
             return False
     return True
 

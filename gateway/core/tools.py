@@ -167,7 +167,9 @@ def parse_zoom_arguments(raw: str | Mapping[str, Any], tool: str = "Consult") ->
     ids = _ids(raw_ids)
     if ids is None:
         return ToolArgError(f'"ids" of {tool} must be a list of page id strings. ' + _usage(tool))
-    clean = tuple(dict.fromkeys(part.strip().strip("\"'").lower() for part in ids if part.strip().strip("\"'")))
+    # an id as the context shows it ("[a1b2c3d4e5]", a line's label) or quoted is the id
+    bare = [part.strip().strip("\"'[]").strip().lower() for part in ids]
+    clean = tuple(dict.fromkeys(part for part in bare if part))
     if not clean:
         return ToolArgError(f"{tool} needs at least one page id from the id attribute of a Node. " + _usage(tool))
     reason = value.get("reason")

@@ -62,6 +62,8 @@ def test_shows_whole_when_every_page_is_whole_as_a_node_an_excerpt_or_a_line() -
         assert not shows_whole(tight, pages), budget
     summary_only = replace(roomy, views={"node": S})
     assert not shows_whole(summary_only, pages)
+    # a Summary node as long as its page covers it, as the fill counts it
+    assert shows_whole(summary_only, [replace(pages[0], summary_tokens=100), *pages[1:]])
     # over its limit: not a choice that counts, whatever it shows
     assert not shows_whole(replace(roomy, over_budget=True), pages)
 

@@ -32,6 +32,7 @@ def test_schemas_are_openai_functions(schema: dict[str, object], name: str) -> N
         ('{"reason": "r", "id": " A1B2C3D4E5 "}', ZoomArgs("r", ("a1b2c3d4e5",))),
         ('{"reason": "r", "ids": "a1b2c3d4e5, b1b2c3d4e5 a1b2c3d4e5"}', ZoomArgs("r", ("a1b2c3d4e5", "b1b2c3d4e5"))),
         ('{"reason": "r", "ids": [12345678, "\\"b1b2c3d4e5\\""]}', ZoomArgs("r", ("12345678", "b1b2c3d4e5"))),
+        ('{"reason": "r", "ids": ["[a1b2c3d4e5]", "[\'B1B2C3D4E5\']"]}', ZoomArgs("r", ("a1b2c3d4e5", "b1b2c3d4e5"))),  # as shown
         ('{"ids": ["a1b2c3d4e5"]}', ZoomArgs(NO_REASON, ("a1b2c3d4e5",))),
         ('{"ids": ["a1b2c3d4e5"], "reason": 5}', ZoomArgs(NO_REASON, ("a1b2c3d4e5",))),
         (json.dumps(json.dumps({"reason": "twice", "ids": ["a1b2c3d4e5"]})), ZoomArgs("twice", ("a1b2c3d4e5",))),
