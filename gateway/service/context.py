@@ -256,8 +256,11 @@ class ContextBuilder:
         # When every page could be shown whole, relevance has nothing to choose (a short thread, and every request
         # whose raw form is weighed against its paged one): the pages are fitted as equals, without the router (the
         # query's embedding, BM25, the router model's call). If one of them does not end whole after all, the
-        # router decides as for any other request.
-        for whole in (True, False) if _fits_whole(flow.roots, manifests, limit - fixed - background_overhead - flow_overhead) else (False,):
+        # router decides as for any other request. Nor has it when no page can be shown: the client's own parts
+        # (a coding assistant's long system prompt) fill the budget.
+        hopeless = fixed > limit
+        equals = hopeless or _fits_whole(flow.roots, manifests, limit - fixed - background_overhead - flow_overhead)
+        for whole in (True, False) if equals else (False,):
             started = time.perf_counter()
             relevance, requested, match_text, documents, selected_by = await self._select(
                 thread, snapshot, query, ids, flow, folded, manifests, state, now, whole
@@ -268,7 +271,7 @@ class ContextBuilder:
             # Detail and excerpts are offered to the pages worth reading whole: the best-matching ones, and those
             # asked for; then to as many more as the budget could show at what those cost (see showable)
             ranked = self._ranked(flow, relevance, folded)
-            best = list(flow.roots) if whole else ranked[: self._settings.shortlist]
+            best = ([] if hopeless else list(flow.roots)) if whole else ranked[: self._settings.shortlist]
             full = set(best)
             # (the shortlist, then the pages in Detail: a few, never a walk over every page)
             detail_ids = [i for i in dict.fromkeys([*best, *(k for k, v in wanted.items() if v is View.DETAIL)]) if i in flow]
@@ -326,8 +329,8 @@ class ContextBuilder:
                         continue
                 else:
                     fit = fit_rendered(
-                        [candidate(r) for r in flow.roots], fixed_tokens=fixed, budget=budget, now=now, measure=measure,
-                        window=window, background_overhead=background_overhead, flow_overhead=flow_overhead,
+                        [candidate(r) for r in (best if whole else flow.roots)], fixed_tokens=fixed, budget=budget, now=now,
+                        measure=measure, window=window, background_overhead=background_overhead, flow_overhead=flow_overhead,
                     )
             except ContextWindowExceeded as exc:
                 raise ContextLengthExceeded(
@@ -335,7 +338,7 @@ class ContextBuilder:
                     f"context window of {exc.window} tokens (system prompt, recent turns and the current message are always sent)",
                     param="messages",
                 ) from exc
-            if not whole or shows_whole(fit, list(made.values())):
+            if not whole or hopeless or shows_whole(fit, list(made.values())):
                 break
         # What the model sees is where its zoom starts: the budget's views for the top-level pages (a page
         # folded into the background is back in Summary), the wanted views below them. A page of a laid-open

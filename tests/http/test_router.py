@@ -121,6 +121,16 @@ def test_a_thread_that_fits_whole_is_not_ranked(routed: GatewayProcess, upstream
     assert "sage green" in "\n".join(text for _, text in _entries(root))
 
 
+def test_a_request_whose_own_parts_fill_the_budget_is_not_ranked(routed: GatewayProcess, upstream: FakeUpstream) -> None:
+    """A client's system prompt longer than the budget (a coding assistant's) leaves no room for any page: nothing
+    is ranked and the router model is not asked; the request goes upstream with its own parts and no page."""
+    rules = {"role": "system", "content": " ".join(f"Rule {n}: keep each function short and name it well." for n in range(400))}
+    root, raw = ask(routed, upstream, "What colour is the kitchen going to be?", Reply(content='{"detail": [], "summary": []}'), [rules, *history()])
+    assert not [r for r in upstream.chat_requests if is_router_call(r)]
+    assert _entries(root) == [] and raw.headers["x-pcp-pages"].startswith("0/")
+    assert int(raw.headers["x-pcp-prompt-tokens"]) > 3000
+
+
 @pytest.mark.parametrize(
     "failure",
     [Slow(3.0, content='{"detail": []}'), Error(500, "router down"), Reply(content="I think page three, maybe?"), Reply(content='{"detail": ["zzzz"]}')],
