@@ -102,7 +102,9 @@ class Selection:
     relevance: dict[str, float]
     views: dict[str, View]
     match_text: str
-    decided_by: str  # router-model; heuristic; router-model-fallback (asked, but it failed or timed out); every page whole (nothing scored: gateway.service.context)
+    # router-model; heuristic; router-model-fallback (asked, but it failed or timed out); every page whole (nothing
+    # was scored: gateway.service.context)
+    decided_by: str
 
 
 class VectorCache:
