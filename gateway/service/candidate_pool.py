@@ -23,9 +23,9 @@ from gateway.core import Excerpt, LineHolds
 from gateway.core.excerpt import ExcerptOption
 from gateway.core.outside import OUTSIDE_MARGIN, Outside, outside_at, outside_bound
 from gateway.core.pages import utc
-from gateway.core.worth import AGE_FLOOR, DEFAULT_HALF_LIFE, FLOOR, RELEVANCE_POWER
+from gateway.core.worth import AGE_FLOOR, DEFAULT_HALF_LIFE, FLOOR, NODE_OVERHEAD, RELEVANCE_POWER
 
-__all__ = ["POOL_SPARES", "PoolTable", "candidate_pool", "kept_table", "refreshed", "showable"]
+__all__ = ["POOL_SPARES", "PoolTable", "candidate_pool", "fits_whole", "kept_table", "refreshed", "showable"]
 
 # How many times the most pages the budget can show are taken as candidates, in priority order, before all are
 # (see candidate_pool): most requests need only the first, a few (excerpts worth more than their page's priority) more.
@@ -167,3 +167,17 @@ def candidate_pool(
         # outside_at, page by page
         rest += _frontier(rank[out] ** RELEVANCE_POWER * table.gain[out] * OUTSIDE_MARGIN, table.cheapest[out])
     return [r for r in roots if r in chosen], rest  # in conversation order, as the fit lists its views
+
+
+def fits_whole(roots: Sequence[str], manifests: Mapping[str, Manifest], room: int) -> bool:
+    """Whether ``roots`` could all be shown whole in ``room`` tokens, by their stored counts: a page on a line that
+    holds it whole, any other as a Detail node. Only whether to try; what is rendered decides
+    (`gateway.core.budget.shows_whole`). Stops at the first page that no longer fits: work bounded by the budget,
+    not the thread."""
+    total = 0
+    for root in roots:
+        manifest = manifests[root]
+        total += manifest.background_tokens + 1 if manifest.line is LineHolds.CONTENT else manifest.page.tokens + NODE_OVERHEAD
+        if total > room:
+            return False
+    return True

@@ -3,7 +3,7 @@
 
 The candidate pool is the pages of this request's own history that the skeleton does not already show verbatim;
 the router scores them for the query and the budget function decides each page's view, checked against the real
-rendering. When they all fit whole, nothing is scored (`gateway.core.budget.shows_whole`).
+rendering. When they all fit whole, or none can, nothing is scored (`gateway.core.budget.shows_whole`).
 """
 
 from __future__ import annotations
@@ -49,14 +49,14 @@ from gateway.core.outside import PoolExceeded
 from gateway.core.tokens import REPLY_PRIMING
 from gateway.core.instructions import InstructionCosts, instruction_costs
 from gateway.core.rounds import Room, ZoomNames
-from gateway.core.worth import BACKGROUND_OVERHEAD, NODE_OVERHEAD
+from gateway.core.worth import BACKGROUND_OVERHEAD
 from gateway.errors import ContextLengthExceeded
 from gateway.core.excerpt import ExcerptOption, named_source, query_source
 from gateway.core.lexical import idf_weights, terms
 from gateway.core.postings import Documents
-from gateway.service.candidate_pool import POOL_SPARES, candidate_pool, kept_table, refreshed, showable
+from gateway.service.candidate_pool import POOL_SPARES, candidate_pool, fits_whole, kept_table, refreshed, showable
 from gateway.service.page_tree import open_folded_kept, visible_tree
-from gateway.service.router import Router, Selection, match_text as matched_on
+from gateway.service.router import Router, Selection, matched_on
 from gateway.service.ingest import History, Ingestion
 from gateway.service.page_excerpts import PageExcerpts
 
@@ -118,19 +118,6 @@ def _shown_query(query: str) -> str:
     """The ``<Query>`` text: the live message, or its lead when it is long (a pasted file, a client's reminders).
     The whole message follows the context verbatim; sending it twice would spend its tokens twice."""
     return query if len(query) <= QUERY_CHARS else lead_text(query, QUERY_CHARS)
-
-
-def _fits_whole(roots: Sequence[str], manifests: Mapping[str, Manifest], room: int) -> bool:
-    """Whether ``roots`` could all be shown whole in ``room`` tokens, by their stored counts: a page on a line that
-    holds it whole, any other as a Detail node. Only whether to try; what is rendered decides (`shows_whole`).
-    Stops at the first page that no longer fits: work bounded by the budget, not the thread."""
-    total = 0
-    for root in roots:
-        manifest = manifests[root]
-        total += manifest.background_tokens + 1 if manifest.line is LineHolds.CONTENT else manifest.page.tokens + NODE_OVERHEAD
-        if total > room:
-            return False
-    return True
 
 
 def _same_choice(a: FitResult, b: FitResult) -> bool:
@@ -259,7 +246,7 @@ class ContextBuilder:
         # router decides as for any other request. Nor has it when no page can be shown: the client's own parts
         # (a coding assistant's long system prompt) fill the budget.
         hopeless = fixed > limit
-        equals = hopeless or _fits_whole(flow.roots, manifests, limit - fixed - background_overhead - flow_overhead)
+        equals = hopeless or fits_whole(flow.roots, manifests, limit - fixed - background_overhead - flow_overhead)
         for whole in (True, False) if equals else (False,):
             started = time.perf_counter()
             relevance, requested, match_text, documents, selected_by = await self._select(
@@ -270,7 +257,7 @@ class ContextBuilder:
             wanted.update(requested)
             # Detail and excerpts are offered to the pages worth reading whole: the best-matching ones, and those
             # asked for; then to as many more as the budget could show at what those cost (see showable)
-            ranked = self._ranked(flow, relevance, folded)
+            ranked = [] if whole else self._ranked(flow, relevance, folded)
             best = ([] if hopeless else list(flow.roots)) if whole else ranked[: self._settings.shortlist]
             full = set(best)
             # (the shortlist, then the pages in Detail: a few, never a walk over every page)
@@ -298,7 +285,7 @@ class ContextBuilder:
                 }
 
             excerpts = excerpted(full)
-            table = kept_table(snapshot.derived, flow.roots, manifests)
+            table = kept_table(snapshot.derived, flow.roots, manifests)  # kept with the thread's version
             more = [] if whole else ranked[len(best) : showable(table, best, excerpts, limit - fixed)]
             if more:
                 pages.update(await self._store.pages(thread, more))
@@ -389,7 +376,7 @@ class ContextBuilder:
 
         The router scores every top-level page but the folded containers, in conversation order; a folded
         container is as relevant as a share of its best page, so its summary comes after the pages that match.
-        With ``whole`` (every page may be shown whole), the pages are equals and nothing is scored."""
+        With ``whole`` (every page may be shown whole, or none can), the pages are equals and nothing is scored."""
         scored = [manifests[r] for r in flow.roots if r not in folded]
         previous = manifests.get(ids[-1]) if ids else None
         if ids and previous is None:
@@ -398,7 +385,7 @@ class ContextBuilder:
         documents = snapshot.postings.documents(scored_ids, [m.length for m in scored])
         summary = previous.page.summary if previous else None
         if whole:
-            selection = Selection({i: 1.0 for i in scored_ids}, {}, matched_on(query, summary), "every page whole")
+            selection = Selection({i: 1.0 for i in scored_ids}, {}, matched_on(query, summary), "unranked")
         else:
             selection = await self._router.select(
                 thread, query, summary, scored, documents,

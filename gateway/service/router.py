@@ -49,7 +49,7 @@ from gateway.core.when import named_span
 from gateway.core.worth import RELEVANCE_POWER
 from gateway.errors import GatewayError
 
-__all__ = ["Router", "Selection", "VectorCache", "match_text", "reconstruct_query"]
+__all__ = ["Router", "Selection", "VectorCache", "matched_on", "reconstruct_query"]
 
 log = logging.getLogger("gateway.router")
 
@@ -92,7 +92,7 @@ def reconstruct_query(query: str, previous_summary: str | None) -> str:
     return query
 
 
-def match_text(query: str, previous_summary: str | None) -> str:
+def matched_on(query: str, previous_summary: str | None) -> str:
     """What the query is matched on: without the phrases that date it, reconstructed when it says too little."""
     return reconstruct_query(drop_time_phrases(query), previous_summary)
 
@@ -102,8 +102,8 @@ class Selection:
     relevance: dict[str, float]
     views: dict[str, View]
     match_text: str
-    # router-model; heuristic; router-model-fallback (asked, but it failed or timed out); every page whole (nothing
-    # was scored: gateway.service.context)
+    # router-model; heuristic; router-model-fallback (asked, but it failed or timed out); unranked (nothing to
+    # choose: every page fits whole, or none can; gateway.service.context)
     decided_by: str
 
 
@@ -288,7 +288,7 @@ class Router:
         thread's postings, gives the lexical statistics without looking at every page (the same numbers), and
         ``own`` gives the same for the user's own messages, on which a question about the user is matched;
         ``now``, the request's time, dates the days a query names ("10 days ago")."""
-        text = match_text(query, previous_summary)
+        text = matched_on(query, previous_summary)
         ids = [m.page.id for m in roots]
         counts = [m.terms for m in roots]
         query_terms = terms(text)
