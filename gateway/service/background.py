@@ -48,17 +48,25 @@ class Background:
             task.add_done_callback(_report)
 
     async def _schedule(self) -> None:
-        next_merge = asyncio.get_running_loop().time() + self._merge_interval
+        # it wakes for whichever is due first, so a merge interval shorter than the idle scan's is kept too
+        loop = asyncio.get_running_loop()
+        next_scan, next_merge = loop.time(), loop.time() + self._merge_interval
         while not self._stop.is_set():
+            now = loop.time()
+            wake: float | None = None
             try:
-                await self._consolidator.schedule_idle()
-                if asyncio.get_running_loop().time() >= next_merge:
+                if now >= next_scan:
+                    await self._consolidator.schedule_idle()
+                    next_scan = now + IDLE_SCAN_SECONDS
+                if now >= next_merge:
                     await self._consolidator.schedule_merges()
-                    next_merge += self._merge_interval
+                    next_merge += self._merge_interval * (1 + (now - next_merge) // self._merge_interval)
             except StoreUnavailable as exc:
                 log.warning("scheduler: %s", exc.message)
+                wake = now + IDLE_SCAN_SECONDS  # what was due is tried again at the next scan
+            wake = min(next_scan, next_merge) if wake is None else wake
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), IDLE_SCAN_SECONDS)
+                await asyncio.wait_for(self._stop.wait(), max(0.0, wake - loop.time()))
 
     async def stop(self) -> None:
         """Let the workers finish the job in hand within the grace, then cancel them: a job cut short stays

@@ -227,7 +227,8 @@ def test_merging_stale_containers_and_zooming_through_two_levels(fake: FakeUpstr
     with GatewayProcess(config=config, workdir=tmp_path) as gateway:
         two_days_ago = "2026-01-01T10:00:00Z"  # logical time: these pages are stale for the merge
         client(gateway, thread, **{"X-PCP-Time": two_days_ago}).chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
-        deadline = time.monotonic() + 60
+        # merges are due every 1.8 s here, more often than the scheduler's idle scan (a minute): it wakes for them
+        deadline = time.monotonic() + 30
         while not any(c.get("children") and c["type"] == "Consolidated" and any(g["type"] == "Consolidated" for g in c["children"]) for c in settled(gateway, thread)["pages"]):
             assert time.monotonic() < deadline, f"no merge happened: {json.dumps(inspect(gateway, thread))[:2000]}"
             time.sleep(0.5)
