@@ -67,6 +67,11 @@ CONTAINER_SHARE = 0.25  # a laid-open container's relevance: this share of its b
 # budget; longer ones (a burst of messages, a long code reply) are paged like the rest. The last stays whole in
 # its sitting (ContextBuilder._same_sitting); after a pause it is held to the same share.
 RECENT_SHARE = 0.25
+# The history keeps that share of the budget whatever the client's own parts take. A coding assistant's prompt,
+# repository map and files can fill the budget alone (aider's, with two modules added, ~4,900 tokens of a 4,000
+# budget); the budget cannot be kept then, and without this share no earlier exchange would reach the model at all.
+# The request is then over budget by its client's parts, and the history adds at most this share.
+HISTORY_FLOOR_SHARE = RECENT_SHARE
 QUERY_CHARS = 500  # a longer live message is named in <Query> by its lead: the message itself follows, verbatim
 SKELETON_TOKENS = 65  # the PagedContext's tags and clock around the instructions and the query (cl100k, measured)
 
@@ -192,7 +197,10 @@ class ContextBuilder:
         scaffolding = [m for i in sorted(scaffold) for m in split.blocks[i].messages]
         tokens = _MessageTokens(counter)  # the request's own messages, counted once however often they are sent
         follows = await self._same_sitting(stored)
-        cut = self._verbatim_from(blocks, budget, counter, tokens, [*split.system, *scaffolding, *split.tail], query, follows)
+        own = (REPLY_PRIMING + tokens.total([*split.system, *scaffolding, *split.tail]) + counter.count(system_instructions())
+               + SKELETON_TOKENS + counter.count(_shown_query(query)))  # fmt: skip
+        ceiling = max(budget, own + int(HISTORY_FLOOR_SHARE * budget))  # what the history may fill the request up to
+        cut = self._verbatim_from(blocks, budget, ceiling, tokens, own, follows)
         recent_ids = set(ids[cut:])
         pool = [i for i in dict.fromkeys(ids[:cut]) if i not in recent_ids]
         tree, manifests = await visible_tree(snapshot, pool, set(ids))
@@ -232,7 +240,7 @@ class ContextBuilder:
 
         fixed = counted(compose(None))
         window = self._window_for(model)
-        limit = min(budget, window) if window is not None else budget
+        limit = min(ceiling, window) if window is not None else ceiling
         # the instructions explain an element only when the context has one: its first entry pays for the line
         key = (counter.encoding_name, names.consult, names.shelve, bool(steps))
         explained = self._explained.get(key)
@@ -244,7 +252,7 @@ class ContextBuilder:
         # whose raw form is weighed against its paged one): the pages are fitted as equals, without the router (the
         # query's embedding, BM25, the router model's call). If one of them does not end whole after all, the
         # router decides as for any other request. Nor has it when no page can be shown: the client's own parts
-        # (a coding assistant's long system prompt) fill the budget.
+        # leave no room below the model's window (HISTORY_FLOOR_SHARE keeps room below the budget).
         hopeless = fixed > limit
         equals = hopeless or fits_whole(flow.roots, manifests, limit - fixed - background_overhead - flow_overhead)
         for whole in (True, False) if equals else (False,):
@@ -308,7 +316,7 @@ class ContextBuilder:
                     pool, rest = candidate_pool(table, manifests, relevance, seen, now, limit - fixed, excerpts, must, spare)
                     try:
                         fit = fit_rendered(
-                            [candidate(r) for r in pool], fixed_tokens=fixed, budget=budget, now=now, measure=measure,
+                            [candidate(r) for r in pool], fixed_tokens=fixed, budget=ceiling, now=now, measure=measure,
                             window=window, outside=rest, background_overhead=background_overhead, flow_overhead=flow_overhead,
                         )
                         break
@@ -316,7 +324,7 @@ class ContextBuilder:
                         continue
                 else:
                     fit = fit_rendered(
-                        [candidate(r) for r in (best if whole else flow.roots)], fixed_tokens=fixed, budget=budget, now=now,
+                        [candidate(r) for r in (best if whole else flow.roots)], fixed_tokens=fixed, budget=ceiling, now=now,
                         measure=measure, window=window, background_overhead=background_overhead, flow_overhead=flow_overhead,
                     )
             except ContextWindowExceeded as exc:
@@ -349,7 +357,7 @@ class ContextBuilder:
             total=snapshot.page_count,
             prompt_tokens=fit.total_tokens,
             history_tokens=history_tokens,
-            over_budget=fit.over_budget,
+            over_budget=fit.total_tokens > (min(budget, window) if window is not None else budget),
             room=Room(max(0, limit - fit.total_tokens), counter.count, None if window is None else max(0, window - fit.total_tokens)),
             router_ms=router_ms,
             added=tuple(added),
@@ -484,20 +492,13 @@ class ContextBuilder:
         return history.asked_at.timestamp() - last.written_ts <= self._settings.idle_flush_minutes * 60
 
     def _verbatim_from(
-        self,
-        blocks: Sequence[Block],
-        budget: int,
-        counter: TokenCounter,
-        tokens: _MessageTokens,
-        client: Sequence[Mapping[str, Any]],
-        query: str,
-        follows: bool,
+        self, blocks: Sequence[Block], budget: int, ceiling: int, tokens: _MessageTokens, own: int, follows: bool
     ) -> int:
         """Where the verbatim recent exchanges begin: the last `pcp.recent_turns` blocks while they take at most
         RECENT_SHARE of the budget, else only the last one. In the sitting it was said in (``follows``) the
         exchange the live turn follows stays whole; after a pause it is kept only while it alone takes at most
         that share, as the ones before it are. Either way it is paged when it would not fit next to the
-        client's own parts (`client`) and the instructions, since history must fit the budget."""
+        client's own parts and the instructions (``own``) within ``ceiling``, what the history may fill the request up to."""
         first = max(len(blocks) - self._settings.recent_turns, 0)
         if first == len(blocks):
             return first
@@ -506,8 +507,7 @@ class ContextBuilder:
             first, sizes = len(blocks) - 1, sizes[-1:]
         if not follows and sizes[-1] > RECENT_SHARE * budget:
             return len(blocks)
-        skeleton = REPLY_PRIMING + tokens.total(client) + counter.count(system_instructions()) + SKELETON_TOKENS + counter.count(_shown_query(query))
-        return first if skeleton + sum(sizes) <= budget else len(blocks)
+        return first if own + sum(sizes) <= ceiling else len(blocks)
 
     @staticmethod
     def _ranked(flow: PageTree, relevance: Mapping[str, float], folded: Mapping[str, tuple[str, ...]]) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -172,3 +173,46 @@ def test_aider_scaffolding_is_sent_verbatim_every_time_and_only_the_conversation
     else:  # only the first requests' copies (never shown again): the files block as it was then, and no later one
         originals = [page for page in _nodes(view["pages"]) if page["type"] == "Original"]
         assert sum(FILES_MARK in page["summary"] for page in originals) == 1
+
+
+MODULES = ("gateway/service/background.py", "gateway/service/split_cache.py")  # two real modules, ~1,300 tokens
+
+
+def test_aider_whose_own_parts_exceed_the_shipped_budget_still_sees_its_conversation(
+    aider_python: Path, fake: FakeUpstream, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    """At the shipped budget, aider's own parts in a real repository (its prompt and examples, a 1,024-token
+    repository map of this package, two of its modules added) exceed the budget alone. The budget cannot be kept, and the history gets a
+    quarter of it: every turn still reaches the model with the turn before it."""
+    shipped = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))["pcp"]
+    budget = shipped["budget_tokens"]
+    pcp = {"budget_tokens": budget, "pin": shipped["pin"], "pin_preamble": shipped["pin_preamble"], "raw_form": shipped.get("raw_form", True)}
+    repo = tmp_path / "repo"  # this repository's package: a map as full as a real project's
+    shutil.copytree(ROOT / "gateway", repo / "gateway", ignore=shutil.ignore_patterns("__pycache__"))
+    git = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    for command in (["init", "-q"], ["add", "."], ["commit", "-qm", "start"]):
+        subprocess.run([*git, *command], cwd=repo, check=True)
+    turns = [f"Question {n}: about the scheduler, and the code word WORD-{n}." for n in range(1, 6)]  # no edit asked
+    upstream.script(*[_reply] * len(turns))
+    home = tmp_path / "home"
+    (home / ".aider" / "caches").mkdir(parents=True)
+    (home / ".aider" / "caches" / "model_prices_and_context_window.json").write_text("{}", encoding="utf-8")
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "AIDER_ANALYTICS": "false"}
+    workdir = tmp_path / "gateway"
+    workdir.mkdir()
+    with GatewayProcess(config=gateway_config(fake.url, workdir / "data", pcp=pcp), workdir=workdir) as gateway:
+        spec = {"base_url": gateway.base_url, "repo": str(repo), "thread": "aider-" + uuid.uuid4().hex[:10], "model": "fake-model",
+                "files": list(MODULES), "turns": turns, "map_tokens": 1024}  # fmt: skip
+        done = subprocess.run(
+            [str(aider_python), str(Path(__file__).with_name("aider_driver.py"))],
+            input=json.dumps(spec), capture_output=True, text=True, env=env, timeout=600,
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    requests = [r.body for r in upstream.chat_requests]
+    assert len(requests) == len(turns)
+    counter = TokenCounter.for_model("fake-model")
+    for n, body in enumerate(requests, start=1):
+        assert body is not None
+        sent = json.dumps(body["messages"])
+        assert f"WORD-{n}" in sent and (n == 1 or f"WORD-{n - 1}" in sent), f"turn {n} lost the turn before it"
+        assert counter.count_messages(body["messages"]) > budget  # aider's own parts alone are over it

@@ -15,7 +15,7 @@ import openai
 import pytest
 from lxml import etree
 
-from gateway.core import TokenCounter
+from gateway.core import TokenCounter, system_instructions
 from tests.support.fake_upstream import FakeUpstream, Recorded, Reply, ToolCall, Usage
 from tests.support.gateway_process import GatewayProcess, gateway_config
 
@@ -403,13 +403,18 @@ def test_save_is_answered_by_the_gateway(paged: GatewayProcess, upstream: FakeUp
     assert upstream.chat_requests == []
 
 
-def test_an_oversized_system_prompt_goes_through_over_budget(paged: GatewayProcess, upstream: FakeUpstream) -> None:
+def test_an_oversized_system_prompt_goes_over_budget_and_the_history_keeps_a_quarter_of_it(paged: GatewayProcess, upstream: FakeUpstream) -> None:
+    rules = {"role": "system", "content": "Rules of the IDE. " * 600}
+    alone = _client(paged, _thread()).chat.completions.with_raw_response.create(model="fake-model", messages=[rules, {"role": "user", "content": "fix it"}])  # type: ignore[list-item]
     messages = conversation(10)
-    messages[0] = {"role": "system", "content": "Rules of the IDE. " * 600}
+    messages[0] = rules
     raw = _client(paged, _thread()).chat.completions.with_raw_response.create(model="fake-model", messages=_ask(messages, "fix it"))  # type: ignore[arg-type]
-    assert raw.headers["x-pcp-over-budget"] == "true"
+    assert raw.headers["x-pcp-over-budget"] == "true" and int(alone.headers["x-pcp-prompt-tokens"]) > BUDGET
     root = _xml(upstream.chat_requests[-1])
-    assert _node_ids(root) == []  # the paged history at its minimum
+    assert _node_ids(root) + _folded_ids(root)  # the history is not dropped: it has a quarter of the budget
+    counter = TokenCounter.for_model("fake-model")
+    explained = counter.count(system_instructions()) - counter.count(system_instructions(nodes=False, background=False, trace=False))
+    assert int(raw.headers["x-pcp-prompt-tokens"]) - int(alone.headers["x-pcp-prompt-tokens"]) <= BUDGET // 4 + explained
     assert upstream.chat_requests[-1].body["messages"][0]["content"].startswith("Rules of the IDE.")  # type: ignore[index]
 
 

@@ -15,6 +15,7 @@ import openai
 import pytest
 from lxml import etree
 
+from gateway.core import TokenCounter, system_instructions
 from gateway.core.excerpt import ELLIPSIS
 from tests.support.fake_upstream import Error, FakeUpstream, Recorded, Reply, Response, Slow
 from tests.support.gateway_process import GatewayProcess, gateway_config
@@ -121,14 +122,21 @@ def test_a_thread_that_fits_whole_is_not_ranked(routed: GatewayProcess, upstream
     assert "sage green" in "\n".join(text for _, text in _entries(root))
 
 
-def test_a_request_whose_own_parts_fill_the_budget_is_not_ranked(routed: GatewayProcess, upstream: FakeUpstream) -> None:
-    """A client's system prompt longer than the budget (a coding assistant's) leaves no room for any page: nothing
-    is ranked and the router model is not asked; the request goes upstream with its own parts and no page."""
+def test_a_request_whose_own_parts_fill_the_budget_still_shows_its_best_page(routed: GatewayProcess, upstream: FakeUpstream) -> None:
+    """A client's system prompt longer than the budget (a coding assistant's prompt, repository map and files) cannot
+    keep the budget. The history still gets a quarter of it, chosen as for any request: ranked, the router model
+    asked, the best-matching page shown; the request is over budget by the client's own parts and that quarter."""
     rules = {"role": "system", "content": " ".join(f"Rule {n}: keep each function short and name it well." for n in range(400))}
-    root, raw = ask(routed, upstream, "What colour is the kitchen going to be?", Reply(content='{"detail": [], "summary": []}'), [rules, *history()])
-    assert not [r for r in upstream.chat_requests if is_router_call(r)]
-    assert _entries(root) == [] and raw.headers["x-pcp-pages"].startswith("0/")
-    assert int(raw.headers["x-pcp-prompt-tokens"]) > 3000
+    question = "What colour is the kitchen going to be?"
+    _, alone = ask(routed, upstream, question, Reply(content="no idea"), [rules], logged=False)  # the client's own parts
+    root, raw = ask(routed, upstream, question, Reply(content="no idea"), [rules, *history()])
+    assert [r for r in upstream.chat_requests if is_router_call(r)]
+    assert any("sage green" in text for _, text in _entries(root))
+    assert raw.headers["x-pcp-over-budget"] == "true" and int(alone.headers["x-pcp-prompt-tokens"]) > 3000
+    counter = TokenCounter.for_model("fake-model")
+    explained = counter.count(system_instructions()) - counter.count(system_instructions(nodes=False, background=False, trace=False))
+    added = int(raw.headers["x-pcp-prompt-tokens"]) - int(alone.headers["x-pcp-prompt-tokens"])
+    assert 0 < added <= 3000 // 4 + explained  # the history, with the instructions' lines for what it shows
 
 
 @pytest.mark.parametrize(
