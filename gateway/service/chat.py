@@ -202,7 +202,8 @@ class ChatService:
         raw_tokens = None
         if not paged_before:  # counted as the budget counts the paged form: the model's encoding, whole messages
             raw_tokens = TokenCounter.for_model(request.model).count_messages(request.messages)
-        budget = request_budget(request.meta.budget, self._config.pcp.budget_tokens)
+        # the budget, or what the history may fill a request up to when its client's own parts leave less
+        budget = context.ceiling
         form = choose_form(raw_tokens=raw_tokens or 0, paged_tokens=context.prompt_tokens, budget=budget, paged_before=paged_before)
         if raw_tokens is not None and pages_for_good(raw_tokens=raw_tokens, budget=budget):  # then it went paged
             await self._store.mark_paged(context.thread)

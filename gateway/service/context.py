@@ -70,7 +70,8 @@ RECENT_SHARE = 0.25
 # The history keeps that share of the budget whatever the client's own parts take. A coding assistant's prompt,
 # repository map and files can fill the budget alone (aider's, with two modules added, ~4,900 tokens of a 4,000
 # budget); the budget cannot be kept then, and without this share no earlier exchange would reach the model at all.
-# The request is then over budget by its client's parts, and the history adds at most this share.
+# The request is then over budget by its client's parts, and the history (with the instructions that explain it)
+# adds at most this share.
 HISTORY_FLOOR_SHARE = RECENT_SHARE
 QUERY_CHARS = 500  # a longer live message is named in <Query> by its lead: the message itself follows, verbatim
 SKELETON_TOKENS = 65  # the PagedContext's tags and clock around the instructions and the query (cl100k, measured)
@@ -94,6 +95,7 @@ class PagedContext:
     prompt_tokens: int
     history_tokens: int
     over_budget: bool
+    ceiling: int  # what the request may fill up to: the budget, or its client's own parts and the history's floor
     room: Room  # what the Consults of later rounds may open: the budget (or window) the first round left
     router_ms: float = 0.0
     added: tuple[str, ...] = ()
@@ -197,9 +199,9 @@ class ContextBuilder:
         scaffolding = [m for i in sorted(scaffold) for m in split.blocks[i].messages]
         tokens = _MessageTokens(counter)  # the request's own messages, counted once however often they are sent
         follows = await self._same_sitting(stored)
-        own = (REPLY_PRIMING + tokens.total([*split.system, *scaffolding, *split.tail]) + counter.count(system_instructions())
-               + SKELETON_TOKENS + counter.count(_shown_query(query)))  # fmt: skip
-        ceiling = max(budget, own + int(HISTORY_FLOOR_SHARE * budget))  # what the history may fill the request up to
+        client = REPLY_PRIMING + tokens.total([*split.system, *scaffolding, *split.tail])  # the client's own parts
+        ceiling = max(budget, client + int(HISTORY_FLOOR_SHARE * budget))  # what the history may fill the request up to
+        own = client + counter.count(system_instructions()) + SKELETON_TOKENS + counter.count(_shown_query(query))
         cut = self._verbatim_from(blocks, budget, ceiling, tokens, own, follows)
         recent_ids = set(ids[cut:])
         pool = [i for i in dict.fromkeys(ids[:cut]) if i not in recent_ids]
@@ -358,6 +360,7 @@ class ContextBuilder:
             prompt_tokens=fit.total_tokens,
             history_tokens=history_tokens,
             over_budget=fit.total_tokens > (min(budget, window) if window is not None else budget),
+            ceiling=ceiling,
             room=Room(max(0, limit - fit.total_tokens), counter.count, None if window is None else max(0, window - fit.total_tokens)),
             router_ms=router_ms,
             added=tuple(added),

@@ -103,3 +103,28 @@ def test_pass_through_says_so(forming: GatewayProcess, upstream: FakeUpstream) -
     upstream.script(Reply(content="plain"))
     headers, text = send(forming, "form-off-" + uuid.uuid4().hex[:8], chat(1), False, **{"X-PCP-Mode": "off"})
     assert text == "plain" and headers["x-pcp-form"] == "pass-through"
+
+
+def test_a_client_over_the_budget_goes_raw_while_its_history_fits_a_quarter_of_it(forming: GatewayProcess, upstream: FakeUpstream) -> None:
+    """A client whose own parts alone exceed the budget (a coding assistant's) gets a quarter of the budget for what
+    the gateway adds: the request goes raw while its history fits that quarter (and paging would not make it
+    smaller), then paged, over budget by the client's own parts and no more than that quarter."""
+    thread, budget = "form-over-" + uuid.uuid4().hex[:8], 2000
+    count = TokenCounter.for_model("fake-model").count_messages
+    rules = {"role": "system", "content": " ".join(f"Rule {n}: name things well." for n in range(360))}
+    own = count([rules, chat(0)[-1]])
+    assert own > budget
+
+    short = [rules, *chat(3)[1:]]
+    assert count(short) - own <= budget // 4
+    upstream.script(Reply(content="raw"))
+    headers, _ = send(forming, thread, short, False, **{"X-PCP-Budget": str(budget)})
+    assert headers["x-pcp-form"] == "raw" and (upstream.chat_requests[-1].body or {})["messages"] == short
+
+    long = [rules, *chat(30)[1:]]
+    assert count(long) - own > budget // 4
+    upstream.script(Reply(content="paged"))
+    headers, _ = send(forming, thread, long, False, **{"X-PCP-Budget": str(budget)})
+    assert headers["x-pcp-form"] == "paged" and headers["x-pcp-over-budget"] == "true"
+    assert own < int(headers["x-pcp-prompt-tokens"]) <= own + budget // 4
+    assert "Fact 29" in str((upstream.chat_requests[-1].body or {})["messages"])  # the exchange it follows, at least
