@@ -19,13 +19,13 @@ import numpy as np
 import numpy.typing as npt
 
 from gateway.adapters.manifests import Manifest, micros
-from gateway.core import Excerpt, LineHolds
-from gateway.core.excerpt import ExcerptOption
+from gateway.core import Candidate, Excerpt, LineHolds, PageTree, View, ViewState, view_of
 from gateway.core.outside import OUTSIDE_MARGIN, Outside, outside_at, outside_bound
 from gateway.core.pages import utc
 from gateway.core.worth import AGE_FLOOR, DEFAULT_HALF_LIFE, FLOOR, NODE_OVERHEAD, RELEVANCE_POWER
+from gateway.service.page_excerpts import Offer
 
-__all__ = ["POOL_SPARES", "PoolTable", "candidate_pool", "fits_whole", "kept_table", "refreshed", "showable"]
+__all__ = ["POOL_SPARES", "PoolTable", "candidate_of", "candidate_pool", "fits_whole", "kept_table", "refreshed", "showable"]
 
 # How many times the most pages the budget can show are taken as candidates, in priority order, before all are
 # (see candidate_pool): most requests need only the first, a few (excerpts worth more than their page's priority) more.
@@ -36,6 +36,53 @@ def refreshed(timestamp: datetime, seen: datetime | None) -> datetime:
     """A page's time for its priority: a page opened recently is a quarter younger for it (use keeps it fresher,
     but not fresher than a relevant page the model has not needed yet)."""
     return timestamp + (seen - timestamp) / 4 if seen and seen > timestamp else timestamp
+
+
+def candidate_of(
+    manifest: Manifest,
+    relevance: float,
+    view: View,
+    tree: PageTree,
+    manifests: Mapping[str, Manifest],
+    wanted: ViewState,
+    seen: datetime | None,
+    opened: bool,
+    offer: Offer | None,
+    full: bool,
+) -> Candidate:
+    """The budget's candidate for a page: its views' costs from its manifest, its relevance, the view asked for
+    (``view``; an Unpacked one costs its children as ``wanted`` shows them in ``tree``), when it was last ``seen``,
+    whether the model ``opened`` it itself, what it is ``offer``ed besides its line, and whether Detail is offered
+    (``full``)."""
+    page = manifest.page
+    unpacked = None
+    if view is View.UNPACKED:
+        unpacked = sum(
+            manifests[kid].page.tokens if view_of(wanted, kid) is View.DETAIL else manifests[kid].summary_tokens
+            for kid in tree.kids(page.id)
+        ) + 40 * len(tree.kids(page.id))
+    line, options, share = offer or (None, (), 1.0)
+    # a page the model opened itself stays a node: it asked for that view, and a line would invite it
+    # to open the page again
+    on_line = manifest.line is LineHolds.CONTENT and not opened
+    return Candidate(
+        id=page.id,
+        relevance=relevance,
+        timestamp=refreshed(page.timestamp, seen),
+        summary_tokens=manifest.summary_tokens,
+        detail_tokens=page.tokens,
+        view=view,
+        background_tokens=manifest.background_tokens,
+        unpacked_tokens=unpacked,
+        summary_on_line=manifest.line is not LineHolds.LEAD,
+        content_on_line=on_line,
+        written=page.timestamp,  # its line's date and place are its own, refreshed or not
+        excerpts=tuple(Excerpt(option.tokens, option.coverage) for option in options),
+        line_coverage=1.0 if on_line else line,
+        pinned=opened,
+        detail=full,
+        worth_tokens=round(page.tokens * share) if share < 1.0 else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -88,7 +135,7 @@ def kept_table(derived: dict[Hashable, Any], roots: Sequence[str], manifests: Ma
 
 
 def showable(
-    table: PoolTable, best: Sequence[str], excerpts: Mapping[str, tuple[float | None, tuple[ExcerptOption, ...], float]], room: int
+    table: PoolTable, best: Sequence[str], excerpts: Mapping[str, Offer], room: int
 ) -> int:
     """How many pages ``room`` tokens could show at the median cost of the ``best`` pages at their cheapest (their
     smallest excerpt, else their cheapest entry): the pages offered excerpts and Detail cover them, since a page
@@ -110,7 +157,7 @@ def candidate_pool(
     seen: Mapping[str, datetime],
     now: datetime,
     room: int,
-    excerpts: Mapping[str, tuple[float | None, tuple[ExcerptOption, ...], float]],
+    excerpts: Mapping[str, Offer],
     must: set[str],
     spare: int = 1,
 ) -> tuple[list[str], list[Outside]]:

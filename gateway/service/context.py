@@ -23,23 +23,16 @@ from gateway.core import (
     Block,
     Candidate,
     ContextWindowExceeded,
-    Excerpt,
-    FitResult,
     LineHolds,
     PageTree,
-    RenderInput,
     Step,
     TokenCounter,
     View,
     ViewState,
-    background_lines,
     consult_schema,
-    lead_text,
     fit_rendered,
     message_text,
-    nodes_from_state,
     normalize,
-    render_context,
     shelve_schema,
     shows_whole,
     system_instructions,
@@ -51,14 +44,15 @@ from gateway.core.instructions import InstructionCosts, instruction_costs
 from gateway.core.rounds import Room, ZoomNames
 from gateway.core.worth import BACKGROUND_OVERHEAD
 from gateway.errors import ContextLengthExceeded
-from gateway.core.excerpt import ExcerptOption, named_source, query_source
+from gateway.core.excerpt import named_source, query_source
 from gateway.core.lexical import idf_weights, terms
 from gateway.core.postings import Documents
-from gateway.service.candidate_pool import POOL_SPARES, candidate_pool, fits_whole, kept_table, refreshed, showable
+from gateway.service.candidate_pool import POOL_SPARES, candidate_of, candidate_pool, fits_whole, kept_table, showable
 from gateway.service.page_tree import open_folded_kept, visible_tree
 from gateway.service.router import Router, Selection, matched_on
 from gateway.service.ingest import History, Ingestion
-from gateway.service.page_excerpts import PageExcerpts
+from gateway.service.page_excerpts import Offer, PageExcerpts
+from gateway.service.rendering import Rendering, shown_query
 
 __all__ = ["PagedContext", "ContextBuilder", "zoom_names"]
 
@@ -73,7 +67,6 @@ RECENT_SHARE = 0.25
 # The request is then over budget by its client's parts, and the history (with the instructions that explain it)
 # adds at most this share.
 HISTORY_FLOOR_SHARE = RECENT_SHARE
-QUERY_CHARS = 500  # a longer live message is named in <Query> by its lead: the message itself follows, verbatim
 SKELETON_TOKENS = 65  # the PagedContext's tags and clock around the instructions and the query (cl100k, measured)
 
 
@@ -119,22 +112,6 @@ def zoom_names(client_tools: Sequence[Any]) -> ZoomNames:
 def _query(tail: Sequence[Mapping[str, Any]]) -> str:
     users = [message_text(m) for m in tail if m.get("role") == "user"]
     return users[-1] if users else ""
-
-
-def _shown_query(query: str) -> str:
-    """The ``<Query>`` text: the live message, or its lead when it is long (a pasted file, a client's reminders).
-    The whole message follows the context verbatim; sending it twice would spend its tokens twice."""
-    return query if len(query) <= QUERY_CHARS else lead_text(query, QUERY_CHARS)
-
-
-def _same_choice(a: FitResult, b: FitResult) -> bool:
-    """Whether two fits render the same context (``fit_rendered`` returns a copy with the measured total)."""
-    return dict(a.views) == dict(b.views) and a.background_ids == b.background_ids and dict(a.excerpts) == dict(b.excerpts)
-
-
-def _system_text(system: Sequence[Mapping[str, Any]], xml: str) -> str:
-    client = "\n\n".join(text for text in (message_text(m) for m in system) if text)
-    return f"{client}\n\n{xml}" if client else xml
 
 
 class _MessageTokens:
@@ -201,7 +178,7 @@ class ContextBuilder:
         follows = await self._same_sitting(stored)
         client = REPLY_PRIMING + tokens.total([*split.system, *scaffolding, *split.tail])  # the client's own parts
         ceiling = max(budget, client + int(HISTORY_FLOOR_SHARE * budget))  # what the history may fill the request up to
-        own = client + counter.count(system_instructions()) + SKELETON_TOKENS + counter.count(_shown_query(query))
+        own = client + counter.count(system_instructions()) + SKELETON_TOKENS + counter.count(shown_query(query))
         cut = self._verbatim_from(blocks, budget, ceiling, tokens, own, follows)
         recent_ids = set(ids[cut:])
         pool = [i for i in dict.fromkeys(ids[:cut]) if i not in recent_ids]
@@ -216,31 +193,12 @@ class ContextBuilder:
         names = zoom_names(tools)
         verbatim = sorted(scaffold | set(keep[cut:]))  # the recent turns and the scaffolding, in request order
         live: list[Mapping[str, Any]] = [m for i in verbatim for m in split.blocks[i].messages] + list(split.tail)
-        wanted: dict[str, View] = dict(state)
-        excerpts: dict[str, tuple[float | None, tuple[ExcerptOption, ...], float]] = {}
-
-        def compose(result: FitResult | None) -> list[Mapping[str, Any]]:
-            views = dict(result.views) if result else {}
-            chosen = {i: excerpts[i][1][k].text for i, k in result.excerpts.items()} if result else {}
-            background = background_lines((pages[i] for i in (result.background_ids if result else ())), chosen)
-            nodes = nodes_from_state(flow, wanted, pages, roots=[r for r in flow.roots if r in views], overrides=views)
-            xml = render_context(RenderInput(now=now, query=_shown_query(query), steps=steps, background=background, nodes=nodes, consult_name=names.consult, shelve_name=names.shelve))
-            return [{"role": "system", "content": _system_text(split.system, xml)}, *live]
-
-        last: tuple[FitResult, list[Mapping[str, Any]]] | None = None  # the budget's last rendering, reused
-
-        def measure(result: FitResult) -> int:
-            nonlocal last
-            last = (result, compose(result))
-            return counted(last[1])
-
         live_tokens = tokens.total(live)
-
-        def counted(messages: list[Mapping[str, Any]]) -> int:
-            """``counter.count_messages`` of a rendering: its system message, then ``live`` as counted before."""
-            return REPLY_PRIMING + counter.count_message(messages[0]) + live_tokens
-
-        fixed = counted(compose(None))
+        rendering = Rendering(
+            now=now, query=query, steps=steps, names=names, system=split.system, live=live, live_tokens=live_tokens,
+            flow=flow, pages=pages, state=state, counter=counter,
+        )  # fmt: skip
+        fixed = rendering.counted(rendering.compose(None))
         window = self._window_for(model)
         limit = min(ceiling, window) if window is not None else ceiling
         # the instructions explain an element only when the context has one: its first entry pays for the line
@@ -263,7 +221,7 @@ class ContextBuilder:
                 thread, snapshot, query, ids, flow, folded, manifests, state, now, whole
             )
             router_ms = (time.perf_counter() - started) * 1000
-            wanted = dict(state)
+            wanted = rendering.wanted = dict(state)
             wanted.update(requested)
             # Detail and excerpts are offered to the pages worth reading whole: the best-matching ones, and those
             # asked for; then to as many more as the budget could show at what those cost (see showable)
@@ -286,7 +244,7 @@ class ContextBuilder:
                 source = self._named(query, snapshot, documents, manifests)
                 named = source is not None
 
-            def excerpted(ids: Iterable[str]) -> dict[str, tuple[float | None, tuple[ExcerptOption, ...], float]]:
+            def excerpted(ids: Iterable[str]) -> dict[str, Offer]:
                 return {
                     i: self._excerpts.of(thread, pages[i], weights, counter, source)
                     for i in ids
@@ -294,7 +252,7 @@ class ContextBuilder:
                     if i in pages and (named or manifests[i].line is not LineHolds.CONTENT)
                 }
 
-            excerpts = excerpted(full)
+            excerpts = rendering.excerpts = excerpted(full)
             table = kept_table(snapshot.derived, flow.roots, manifests)  # kept with the thread's version
             more = [] if whole else ranked[len(best) : showable(table, best, excerpts, limit - fixed)]
             if more:
@@ -306,7 +264,7 @@ class ContextBuilder:
 
             def candidate(r: str) -> Candidate:
                 if r not in made:
-                    made[r] = self._candidate(
+                    made[r] = candidate_of(
                         manifests[r], relevance[r], view_of(requested, r), flow, manifests, wanted, seen.get(r), r in state,
                         excerpts.get(r), r in full or view_of(wanted, r) is View.DETAIL,
                     )
@@ -318,7 +276,7 @@ class ContextBuilder:
                     pool, rest = candidate_pool(table, manifests, relevance, seen, now, limit - fixed, excerpts, must, spare)
                     try:
                         fit = fit_rendered(
-                            [candidate(r) for r in pool], fixed_tokens=fixed, budget=ceiling, now=now, measure=measure,
+                            [candidate(r) for r in pool], fixed_tokens=fixed, budget=ceiling, now=now, measure=rendering.measure,
                             window=window, outside=rest, background_overhead=background_overhead, flow_overhead=flow_overhead,
                         )
                         break
@@ -327,7 +285,7 @@ class ContextBuilder:
                 else:
                     fit = fit_rendered(
                         [candidate(r) for r in (best if whole else flow.roots)], fixed_tokens=fixed, budget=ceiling, now=now,
-                        measure=measure, window=window, background_overhead=background_overhead, flow_overhead=flow_overhead,
+                        measure=rendering.measure, window=window, background_overhead=background_overhead, flow_overhead=flow_overhead,
                     )
             except ContextWindowExceeded as exc:
                 raise ContextLengthExceeded(
@@ -348,7 +306,7 @@ class ContextBuilder:
         return PagedContext(
             thread=thread,
             now=now,
-            messages=tuple(last[1] if last and _same_choice(last[0], fit) else compose(fit)),
+            messages=rendering.messages(fit),
             names=names,
             zoom_tools=(consult_schema(names.consult), shelve_schema(names.shelve)),
             tree=tree,
@@ -438,49 +396,6 @@ class ContextBuilder:
             return counted
 
         return named_source(query, said, len(documents), words)
-
-    def _candidate(
-        self,
-        manifest: Manifest,
-        relevance: float,
-        view: View,
-        tree: PageTree,
-        manifests: Mapping[str, Manifest],
-        wanted: ViewState,
-        seen: datetime | None,
-        opened: bool,
-        excerpts: tuple[float | None, tuple[ExcerptOption, ...], float] | None,
-        full: bool,
-    ) -> Candidate:
-        page = manifest.page
-        unpacked = None
-        if view is View.UNPACKED:
-            unpacked = sum(
-                manifests[kid].page.tokens if view_of(wanted, kid) is View.DETAIL else manifests[kid].summary_tokens
-                for kid in tree.kids(page.id)
-            ) + 40 * len(tree.kids(page.id))
-        line, options, share = excerpts or (None, (), 1.0)
-        # a page the model opened itself stays a node: it asked for that view, and a line would invite it
-        # to open the page again
-        on_line = manifest.line is LineHolds.CONTENT and not opened
-        return Candidate(
-            id=page.id,
-            relevance=relevance,
-            timestamp=refreshed(page.timestamp, seen),
-            summary_tokens=manifest.summary_tokens,
-            detail_tokens=page.tokens,
-            view=view,
-            background_tokens=manifest.background_tokens,
-            unpacked_tokens=unpacked,
-            summary_on_line=manifest.line is not LineHolds.LEAD,
-            content_on_line=on_line,
-            written=page.timestamp,  # its line's date and place are its own, refreshed or not
-            excerpts=tuple(Excerpt(option.tokens, option.coverage) for option in options),
-            line_coverage=1.0 if on_line else line,
-            pinned=opened,
-            detail=full,
-            worth_tokens=round(page.tokens * share) if share < 1.0 else None,
-        )
 
     async def _same_sitting(self, history: History) -> bool:
         """Whether the live turn was asked within `pcp.idle_flush_minutes` of the question of the exchange it

@@ -17,7 +17,11 @@ from gateway.core import Page, TokenCounter, background_line, excerpt_entry
 from gateway.core.excerpt import ExcerptOption, Unit, excerpt_options, line_coverage, speaking_share, units_of
 from gateway.core.lru import Lru
 
-__all__ = ["PageExcerpts"]
+__all__ = ["Offer", "PageExcerpts"]
+
+# What a page is offered for one query besides its line (PageExcerpts.of): the share of it its line covers (None:
+# not counted), its excerpt options, and its speaking share.
+Offer = tuple[float | None, tuple[ExcerptOption, ...], float]
 
 EXCERPT_COUNTS = 4096  # excerpt texts whose token counts are kept, per tokenizer (a few MB at most)
 UNIT_CACHE = 4096  # pages whose excerpt units and background line are kept in memory
@@ -64,7 +68,7 @@ class PageExcerpts:
 
     def of(
         self, thread: ThreadKey, page: Page, weights: Mapping[str, float], counter: TokenCounter, source: str | None
-    ) -> tuple[float | None, tuple[ExcerptOption, ...], float]:
+    ) -> Offer:
         """A page's line coverage, excerpt options (their tokens include the entry's) and speaking share
         (`speaking_share`) for a query whose terms weigh ``weights``; ``source``: see `query_source`."""
         units, line = self._units(thread, page, counter)
