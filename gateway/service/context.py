@@ -62,7 +62,7 @@ CONTAINER_SHARE = 0.25  # a laid-open container's relevance: this share of its b
 # its sitting (ContextBuilder._same_sitting); after a pause it is held to the same share.
 RECENT_SHARE = 0.25
 # The history keeps that share of the budget whatever the client's own parts take. A coding assistant's prompt,
-# repository map and files can fill the budget alone (aider's, with two modules added, ~4,900 tokens of a 4,000
+# repository map and files can fill the budget alone (aider's, with two modules added, ~4,600 tokens of a 4,000
 # budget); the budget cannot be kept then, and without this share no earlier exchange would reach the model at all.
 # The request is then over budget by its client's parts, and the history (with the instructions that explain it)
 # adds at most this share.
@@ -89,7 +89,7 @@ class PagedContext:
     history_tokens: int
     over_budget: bool
     ceiling: int  # what the request may fill up to: the budget, or its client's own parts and the history's floor
-    room: Room  # what the Consults of later rounds may open: the budget (or window) the first round left
+    room: Room  # what the Consults of later rounds may open: what the first round left of its ceiling (or window)
     router_ms: float = 0.0
     added: tuple[str, ...] = ()
     selected_by: str = "heuristic"  # who chose the views (gateway.service.router.Selection.decided_by)
