@@ -95,6 +95,8 @@ class StoreSettings(_Strict):
 class PcpSettings(_Strict):
     enabled: bool = True
     budget_tokens: int = Field(default=4000, gt=0)
+    # the share of the budget a request's history keeps when the client's own parts leave it less (gateway.service.context)
+    history_floor: float = Field(default=0.25, ge=0.0, le=1.0)
     recent_turns: int = Field(default=2, ge=0)
     raw_form: bool = True  # a thread that fits the budget and paging would not shrink goes upstream as sent
     max_rounds: int = Field(default=4, ge=1)

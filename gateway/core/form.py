@@ -4,8 +4,8 @@
 Paging pays only when it makes a request smaller or the history no longer fits: a short thread sent as pages
 costs more than the thread itself (the instructions, tags and summaries ride on top of what would have been
 sent). So while the client's whole request fits the budget and is no larger than its paged form, it goes raw
-(the budget, or, when the client's own parts leave less than a quarter of it, those parts and that quarter:
-gateway.service.context.HISTORY_FLOOR_SHARE);
+(the budget, or, when the client's own parts leave less than `pcp.history_floor` of it, those parts and that
+share: gateway.service.context);
 pages are stored either way, so the thread is ready when it grows. Once a thread's history has outgrown the budget
 it stays paged (:func:`pages_for_good`): switching back and forth would change what the model saw of the same
 history from one turn to the next (and break the provider's prompt cache each time). A request sent paged only

@@ -61,12 +61,6 @@ CONTAINER_SHARE = 0.25  # a laid-open container's relevance: this share of its b
 # budget; longer ones (a burst of messages, a long code reply) are paged like the rest. The last stays whole in
 # its sitting (ContextBuilder._same_sitting); after a pause it is held to the same share.
 RECENT_SHARE = 0.25
-# The history keeps that share of the budget whatever the client's own parts take. A coding assistant's prompt,
-# repository map and files can fill the budget alone (aider's, with two modules added, ~4,600 tokens of a 4,000
-# budget); the budget cannot be kept then, and without this share no earlier exchange would reach the model at all.
-# The request is then over budget by its client's parts, and the history (with the instructions that explain it)
-# adds at most this share.
-HISTORY_FLOOR_SHARE = RECENT_SHARE
 SKELETON_TOKENS = 65  # the PagedContext's tags and clock around the instructions and the query (cl100k, measured)
 
 
@@ -176,8 +170,13 @@ class ContextBuilder:
         scaffolding = [m for i in sorted(scaffold) for m in split.blocks[i].messages]
         tokens = _MessageTokens(counter)  # the request's own messages, counted once however often they are sent
         follows = await self._same_sitting(stored)
+        # The history keeps `pcp.history_floor` of the budget (by default the share the recent turns may take) whatever
+        # the client's own parts take. A coding assistant's prompt, repository map and files can fill the budget alone
+        # (aider's, with two modules added, ~4,600 tokens of a 4,000 budget); the budget cannot be kept then, and
+        # without that share no earlier exchange would reach the model at all. The request is then over budget by its
+        # client's parts, and the history (with the instructions that explain it) adds at most that share.
         client = REPLY_PRIMING + tokens.total([*split.system, *scaffolding, *split.tail])  # the client's own parts
-        ceiling = max(budget, client + int(HISTORY_FLOOR_SHARE * budget))  # what the history may fill the request up to
+        ceiling = max(budget, client + int(self._settings.history_floor * budget))  # what the request may fill up to
         own = client + counter.count(system_instructions()) + SKELETON_TOKENS + counter.count(shown_query(query))
         cut = self._verbatim_from(blocks, budget, ceiling, tokens, own, follows)
         recent_ids = set(ids[cut:])
@@ -212,7 +211,7 @@ class ContextBuilder:
         # whose raw form is weighed against its paged one): the pages are fitted as equals, without the router (the
         # query's embedding, BM25, the router model's call). If one of them does not end whole after all, the
         # router decides as for any other request. Nor has it when no page can be shown: the client's own parts
-        # leave no room below the model's window (HISTORY_FLOOR_SHARE keeps room below the budget).
+        # leave no room below the model's window (or below the budget, with `pcp.history_floor: 0`).
         hopeless = fixed > limit
         equals = hopeless or fits_whole(flow.roots, manifests, limit - fixed - background_overhead - flow_overhead)
         for whole in (True, False) if equals else (False,):

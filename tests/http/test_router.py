@@ -54,13 +54,24 @@ def is_router_call(recorded: Recorded) -> bool:
     return body.get("model") == "router" or "You select memory pages" in json.dumps(body.get("messages", [])[:1])
 
 
-@pytest.fixture(scope="module")
-def routed(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+def _routed(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory, **pcp: Any) -> Iterator[GatewayProcess]:
     workdir = tmp_path_factory.mktemp("routed")
-    config = gateway_config(fake.url, workdir / "data", pcp={"budget_tokens": 3000, "recent_turns": 1, "router_model": "router", "router_timeout_ms": 1500})
+    settings = {"budget_tokens": 3000, "recent_turns": 1, "router_model": "router", "router_timeout_ms": 1500, **pcp}
+    config = gateway_config(fake.url, workdir / "data", pcp=settings)
     config["model_list"].append({"model_name": "router", "litellm_params": {"model": "openai/router", "api_base": fake.url, "api_key": "k"}})
     with GatewayProcess(config=config, workdir=workdir) as process:
         yield process
+
+
+@pytest.fixture(scope="module")
+def routed(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+    yield from _routed(fake, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def strict(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+    """The budget held even against the client's own parts: no history when they fill it."""
+    yield from _routed(fake, tmp_path_factory, history_floor=0)
 
 
 def ask(gateway: GatewayProcess, upstream: FakeUpstream, question: str, router: Response | Callable[[Recorded], Response],
@@ -134,6 +145,16 @@ def test_a_request_whose_own_parts_fill_the_budget_still_shows_its_best_page(rou
     assert raw.headers["x-pcp-over-budget"] == "true" and int(alone.headers["x-pcp-prompt-tokens"]) > 3000
     added = int(raw.headers["x-pcp-prompt-tokens"]) - int(alone.headers["x-pcp-prompt-tokens"])
     assert 0 < added <= 3000 // 4  # the history, with the instructions that explain it
+
+
+def test_without_a_history_floor_a_request_whose_own_parts_fill_the_budget_is_not_ranked(strict: GatewayProcess, upstream: FakeUpstream) -> None:
+    """With `pcp.history_floor: 0` the history has no room when the client's own parts fill the budget: nothing is
+    ranked, the router model is not asked, and the request goes upstream with its own parts and no page."""
+    rules = {"role": "system", "content": " ".join(f"Rule {n}: keep each function short and name it well." for n in range(400))}
+    root, raw = ask(strict, upstream, "What colour is the kitchen going to be?", Reply(content='{"detail": [], "summary": []}'), [rules, *history()])
+    assert not [r for r in upstream.chat_requests if is_router_call(r)]
+    assert _entries(root) == [] and raw.headers["x-pcp-pages"].startswith("0/")
+    assert int(raw.headers["x-pcp-prompt-tokens"]) > 3000 and raw.headers["x-pcp-over-budget"] == "true"
 
 
 @pytest.mark.parametrize(
