@@ -1,62 +1,49 @@
 """The first round's upstream messages of a paged request (DESIGN §2 steps 5–9), once its history is stored
 (gateway.service.ingest).
 
-The candidate pool is the pages of this request's own history that the skeleton does not already show verbatim;
-the router scores them for the query and the budget function decides each page's view, checked against the real
-rendering. When they all fit whole, or none can, nothing is scored (`gateway.core.budget.shows_whole`).
+The candidate pool is the pages of this request's own history that the skeleton does not already show verbatim
+(the client's scaffolding, the recent turns, the live turn); gateway.service.view_choice chooses their views.
+When they all fit whole, or none can, nothing is scored (`gateway.core.budget.shows_whole`).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from gateway.adapters.embedder import Embedder
-from gateway.adapters.manifests import Manifest
 from gateway.adapters.redis_store import RedisStore, ThreadKey
-from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.config import PcpSettings
 from gateway.core import (
     Block,
-    Candidate,
-    ContextWindowExceeded,
-    LineHolds,
     PageTree,
     Step,
     TokenCounter,
     View,
     ViewState,
     consult_schema,
-    fit_rendered,
     message_text,
     normalize,
     shelve_schema,
     shows_whole,
     system_instructions,
-    view_of,
 )
-from gateway.core.outside import PoolExceeded
-from gateway.core.tokens import REPLY_PRIMING
 from gateway.core.instructions import InstructionCosts, instruction_costs
 from gateway.core.rounds import Room, ZoomNames
+from gateway.core.tokens import REPLY_PRIMING
 from gateway.core.worth import BACKGROUND_OVERHEAD
-from gateway.errors import ContextLengthExceeded
-from gateway.core.excerpt import named_source, query_source
-from gateway.core.lexical import idf_weights, terms
-from gateway.core.postings import Documents
-from gateway.service.candidate_pool import POOL_SPARES, candidate_of, candidate_pool, fits_whole, kept_table, showable
-from gateway.service.page_tree import open_folded_kept, visible_tree
-from gateway.service.router import Router, Selection, matched_on
+from gateway.service.candidate_pool import fits_whole
 from gateway.service.ingest import History, Ingestion
-from gateway.service.page_excerpts import Offer, PageExcerpts
+from gateway.service.page_excerpts import PageExcerpts
+from gateway.service.page_tree import open_folded_kept, visible_tree
 from gateway.service.rendering import Rendering, shown_query
+from gateway.service.router import Router
+from gateway.service.view_choice import Layout, ViewChoice
 
 __all__ = ["PagedContext", "ContextBuilder", "zoom_names"]
 
-CONTAINER_SHARE = 0.25  # a laid-open container's relevance: this share of its best page's
 # The exchanges before the last stay verbatim messages while the recent ones take at most this share of the
 # budget; longer ones (a burst of messages, a long code reply) are paged like the rest. The last stays whole in
 # its sitting (ContextBuilder._same_sitting); after a pause it is held to the same share.
@@ -146,6 +133,7 @@ class ContextBuilder:
         self._window_for = window_for
         self.history = Ingestion(store, settings, embedder)  # what a request adds to its thread
         self._excerpts = PageExcerpts()
+        self._views = ViewChoice(store, router, settings, self._excerpts)
         # what the instructions' lines cost, per tokenizer, tool names and trace: the same few on every request
         self._explained: dict[tuple[str, str, str, bool], InstructionCosts] = {}
 
@@ -214,86 +202,17 @@ class ContextBuilder:
         # leave no room below the model's window (or below the budget, with `pcp.history_floor: 0`).
         hopeless = fixed > limit
         equals = hopeless or fits_whole(flow.roots, manifests, limit - fixed - background_overhead - flow_overhead)
+        layout = Layout(
+            thread=thread, snapshot=snapshot, query=query, ids=ids, flow=flow, folded=folded, manifests=manifests,
+            state=state, now=now, counter=counter, rendering=rendering, fixed=fixed, ceiling=ceiling, limit=limit,
+            window=window, background_overhead=background_overhead, flow_overhead=flow_overhead, seen=seen,
+            hopeless=hopeless,
+        )  # fmt: skip
         for whole in (True, False) if equals else (False,):
-            started = time.perf_counter()
-            relevance, requested, match_text, documents, selected_by = await self._select(
-                thread, snapshot, query, ids, flow, folded, manifests, state, now, whole
-            )
-            router_ms = (time.perf_counter() - started) * 1000
-            wanted = rendering.wanted = dict(state)
-            wanted.update(requested)
-            # Detail and excerpts are offered to the pages worth reading whole: the best-matching ones, and those
-            # asked for; then to as many more as the budget could show at what those cost (see showable)
-            ranked = [] if whole else self._ranked(flow, relevance, folded)
-            best = ([] if hopeless else list(flow.roots)) if whole else ranked[: self._settings.shortlist]
-            full = set(best)
-            # (the shortlist, then the pages in Detail: a few, never a walk over every page)
-            detail_ids = [i for i in dict.fromkeys([*best, *(k for k, v in wanted.items() if v is View.DETAIL)]) if i in flow]
-            pages.update(await self._store.pages(thread, detail_ids))
-            weights = (
-                documents.idf_weights(terms(match_text))
-                if documents is not None
-                else idf_weights(terms(match_text), [manifests[r].terms for r in flow.roots if r not in folded])
-            )
-            # a page whose line holds it whole is never cut: the line costs what an excerpt would, and the answer
-            # often sits in the message next to the one that matches
-            source = query_source(match_text)
-            named = False
-            if source is None and documents is not None:
-                source = self._named(query, snapshot, documents, manifests)
-                named = source is not None
-
-            def excerpted(ids: Iterable[str]) -> dict[str, Offer]:
-                return {
-                    i: self._excerpts.of(thread, pages[i], weights, counter, source)
-                    for i in ids
-                    # a question about a named participant is held by their messages: a line then shows twice what it holds
-                    if i in pages and (named or manifests[i].line is not LineHolds.CONTENT)
-                }
-
-            excerpts = rendering.excerpts = excerpted(full)
-            table = kept_table(snapshot.derived, flow.roots, manifests)  # kept with the thread's version
-            more = [] if whole else ranked[len(best) : showable(table, best, excerpts, limit - fixed)]
-            if more:
-                pages.update(await self._store.pages(thread, more))
-                full.update(more)
-                excerpts.update(excerpted(more))
-
-            made: dict[str, Candidate] = {}
-
-            def candidate(r: str) -> Candidate:
-                if r not in made:
-                    made[r] = candidate_of(
-                        manifests[r], relevance[r], view_of(requested, r), flow, manifests, wanted, seen.get(r), r in state,
-                        excerpts.get(r), r in full or view_of(wanted, r) is View.DETAIL,
-                    )
-                return made[r]
-
-            must = {r for r in (*state, *requested) if view_of(requested, r) is View.UNPACKED or r in state} | set(excerpts)
-            try:
-                for spare in () if whole else POOL_SPARES:
-                    pool, rest = candidate_pool(table, manifests, relevance, seen, now, limit - fixed, excerpts, must, spare)
-                    try:
-                        fit = fit_rendered(
-                            [candidate(r) for r in pool], fixed_tokens=fixed, budget=ceiling, now=now, measure=rendering.measure,
-                            window=window, outside=rest, background_overhead=background_overhead, flow_overhead=flow_overhead,
-                        )
-                        break
-                    except PoolExceeded:  # a page of the rest might have been shown: take more
-                        continue
-                else:
-                    fit = fit_rendered(
-                        [candidate(r) for r in (best if whole else flow.roots)], fixed_tokens=fixed, budget=ceiling, now=now,
-                        measure=rendering.measure, window=window, background_overhead=background_overhead, flow_overhead=flow_overhead,
-                    )
-            except ContextWindowExceeded as exc:
-                raise ContextLengthExceeded(
-                    f"this request needs {exc.needed} tokens even with its history paged out, more than the model's "
-                    f"context window of {exc.window} tokens (system prompt, recent turns and the current message are always sent)",
-                    param="messages",
-                ) from exc
-            if not whole or hopeless or shows_whole(fit, list(made.values())):
+            fitted = await self._views.fit(layout, whole)
+            if not whole or hopeless or shows_whole(fitted.fit, fitted.candidates):
                 break
+        fit, wanted = fitted.fit, rendering.wanted
         # What the model sees is where its zoom starts: the budget's views for the top-level pages (a page
         # folded into the background is back in Summary), the wanted views below them. A page of a laid-open
         # container is in Summary for the zoom whatever it was shown as: consulting it opens its container.
@@ -319,82 +238,11 @@ class ContextBuilder:
             over_budget=fit.total_tokens > (min(budget, window) if window is not None else budget),
             ceiling=ceiling,
             room=Room(max(0, limit - fit.total_tokens), counter.count, None if window is None else max(0, window - fit.total_tokens)),
-            router_ms=router_ms,
+            router_ms=fitted.router_ms,
             added=tuple(added),
-            selected_by=selected_by,
+            selected_by=fitted.selected_by,
             was_paged=snapshot.paged,
         )
-
-    async def _select(
-        self,
-        thread: ThreadKey,
-        snapshot: ThreadSnapshot,
-        query: str,
-        ids: Sequence[str],
-        flow: PageTree,
-        folded: Mapping[str, tuple[str, ...]],
-        manifests: Mapping[str, Manifest],
-        state: ViewState,
-        now: datetime,
-        whole: bool = False,
-    ) -> tuple[dict[str, float], dict[str, View], str, Documents | None, str]:
-        """Relevance per top-level page, the views asked for (the router's, and the model's own zoom), the
-        text matched (the query, reconstructed when it says too little), the pages scored as documents over
-        the thread's postings (for their term statistics), and who decided the views.
-
-        The router scores every top-level page but the folded containers, in conversation order; a folded
-        container is as relevant as a share of its best page, so its summary comes after the pages that match.
-        With ``whole`` (every page may be shown whole, or none can), the pages are equals and nothing is scored."""
-        scored = [manifests[r] for r in flow.roots if r not in folded]
-        previous = manifests.get(ids[-1]) if ids else None
-        if ids and previous is None:
-            previous = (await snapshot.manifests(ids[-1:])).get(ids[-1])
-        scored_ids = [m.page.id for m in scored]
-        documents = snapshot.postings.documents(scored_ids, [m.length for m in scored])
-        summary = previous.page.summary if previous else None
-        if whole:
-            selection = Selection({i: 1.0 for i in scored_ids}, {}, matched_on(query, summary), "unranked")
-        else:
-            selection = await self._router.select(
-                thread, query, summary, scored, documents,
-                lambda: snapshot.user_postings.documents(scored_ids, [m.own_length for m in scored]), now,
-            )
-        relevance = dict(selection.relevance)
-        for container, pages in folded.items():
-            relevance[container] = CONTAINER_SHARE * max((relevance[p] for p in pages), default=0.0)
-        relevance.update({page: 1.0 for page in state if page in relevance})  # the model opened it: keep it open
-        requested = dict(selection.views)
-        requested.update({k: v for k, v in state.items() if k in flow.roots})
-        return relevance, requested, selection.match_text, documents, selection.decided_by
-
-    @staticmethod
-    def _named(query: str, snapshot: ThreadSnapshot, documents: Documents, manifests: Mapping[str, Manifest]) -> str | None:
-        """The role a question about a named participant is about (`named_source`), from the thread's postings
-        and its pages' manifests."""
-        users: list[Documents | None] = []
-
-        def said(term: str) -> tuple[int, int]:
-            if not users:
-                users.append(snapshot.user_postings.documents(documents.ids, documents.lengths))
-            mine = users[0].frequency(term) if users[0] is not None else 0
-            return mine, documents.frequency(term) - mine
-
-        def words() -> tuple[int, int]:
-            """The words the user and the others say, over the exchanges (a consolidated page's summary speaks for
-            both sides): a sum over every page, so kept with the thread's version like the pool's table."""
-            key = ("words", documents.ids)
-            counted: tuple[int, int] | None = snapshot.derived.get(key)
-            if counted is None:
-                user = others = 0
-                for page in documents.ids:
-                    manifest = manifests[page]
-                    if manifest.own_terms is not manifest.terms:
-                        user += manifest.own_length
-                        others += manifest.length - manifest.own_length
-                counted = snapshot.derived[key] = (user, others)
-            return counted
-
-        return named_source(query, said, len(documents), words)
 
     async def _same_sitting(self, history: History) -> bool:
         """Whether the live turn was asked within `pcp.idle_flush_minutes` of the question of the exchange it
@@ -425,9 +273,3 @@ class ContextBuilder:
         if not follows and sizes[-1] > RECENT_SHARE * budget:
             return len(blocks)
         return first if own + sum(sizes) <= ceiling else len(blocks)
-
-    @staticmethod
-    def _ranked(flow: PageTree, relevance: Mapping[str, float], folded: Mapping[str, tuple[str, ...]]) -> list[str]:
-        """The top-level pages that match the query, best first."""
-        scored = [r for r in flow.roots if r not in folded and relevance.get(r, 0.0) > 0]
-        return sorted(scored, key=relevance.__getitem__, reverse=True)  # stable: ties stay in conversation order

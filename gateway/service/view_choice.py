@@ -1,0 +1,239 @@
+"""The views of one request's pages: which pages matter for its query (the router, or none when every page fits
+whole), what each is offered (its excerpts, Detail), and the budget's choice among them, checked against the
+real rendering (DESIGN §2 steps 4–8; gateway.service.context lays out the request and assembles the result).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from gateway.adapters.manifests import Manifest
+from gateway.adapters.redis_store import RedisStore, ThreadKey
+from gateway.adapters.snapshot import ThreadSnapshot
+from gateway.config import PcpSettings
+from gateway.core import Candidate, ContextWindowExceeded, FitResult, LineHolds, PageTree, TokenCounter, View, ViewState, fit_rendered, view_of
+from gateway.core.excerpt import named_source, query_source
+from gateway.core.lexical import idf_weights, terms
+from gateway.core.outside import Outside, PoolExceeded
+from gateway.core.postings import Documents
+from gateway.errors import ContextLengthExceeded
+from gateway.service.candidate_pool import POOL_SPARES, candidate_of, candidate_pool, kept_table, showable
+from gateway.service.page_excerpts import Offer, PageExcerpts
+from gateway.service.rendering import Rendering
+from gateway.service.router import Router, Selection, matched_on
+
+__all__ = ["Fitted", "Layout", "ViewChoice"]
+
+CONTAINER_SHARE = 0.25  # a laid-open container's relevance: this share of its best page's
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What one request's fit works on, once its history is stored and split (`ContextBuilder.build`)."""
+
+    thread: ThreadKey
+    snapshot: ThreadSnapshot
+    query: str
+    ids: Sequence[str]
+    flow: PageTree  # the tree the budget and the rendering work on: containers the model has not opened laid open
+    folded: Mapping[str, tuple[str, ...]]  # those containers' pages
+    manifests: Mapping[str, Manifest]
+    state: ViewState  # the thread's zoom state
+    now: datetime
+    counter: TokenCounter
+    rendering: Rendering
+    fixed: int  # the context without a page
+    ceiling: int  # what the request may fill up to (PagedContext.ceiling)
+    limit: int  # the ceiling, within the model's window
+    window: int | None
+    background_overhead: int
+    flow_overhead: int
+    seen: Mapping[str, datetime]  # when the model last saw each page
+    hopeless: bool  # no page can be shown
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """The budget's choice, and how it was reached."""
+
+    fit: FitResult
+    candidates: list[Candidate]  # the pages the fit weighed as candidates
+    router_ms: float  # the time the pages' relevance took
+    selected_by: str  # gateway.service.router.Selection.decided_by
+
+
+class ViewChoice:
+    """Chooses the views of a request's pages (see the module docstring)."""
+
+    def __init__(self, store: RedisStore, router: Router, settings: PcpSettings, excerpts: PageExcerpts) -> None:
+        self._store = store
+        self._router = router
+        self._settings = settings
+        self._excerpts = excerpts
+
+    async def fit(self, layout: Layout, whole: bool) -> Fitted:
+        """The budget's choice of views for ``layout``'s pages: ranked by the router, or (``whole``) fitted as equals."""
+        thread, manifests, flow, folded, state, rendering = (
+            layout.thread, layout.manifests, layout.flow, layout.folded, layout.state, layout.rendering
+        )
+        started = time.perf_counter()
+        relevance, requested, match_text, documents, selected_by = await self._select(
+            thread, layout.snapshot, layout.query, layout.ids, flow, folded, manifests, state, layout.now, whole
+        )
+        router_ms = (time.perf_counter() - started) * 1000
+        wanted = rendering.wanted = dict(state)
+        wanted.update(requested)
+        pages = rendering.pages
+        # Detail and excerpts are offered to the pages worth reading whole: the best-matching ones, and those
+        # asked for; then to as many more as the budget could show at what those cost (see showable)
+        ranked = [] if whole else self._ranked(flow, relevance, folded)
+        best = ([] if layout.hopeless else list(flow.roots)) if whole else ranked[: self._settings.shortlist]
+        full = set(best)
+        # (the shortlist, then the pages in Detail: a few, never a walk over every page)
+        detail_ids = [i for i in dict.fromkeys([*best, *(k for k, v in wanted.items() if v is View.DETAIL)]) if i in flow]
+        pages.update(await self._store.pages(thread, detail_ids))
+        weights = (
+            documents.idf_weights(terms(match_text))
+            if documents is not None
+            else idf_weights(terms(match_text), [manifests[r].terms for r in flow.roots if r not in folded])
+        )
+        # a page whose line holds it whole is never cut: the line costs what an excerpt would, and the answer
+        # often sits in the message next to the one that matches
+        source = query_source(match_text)
+        named = False
+        if source is None and documents is not None:
+            source = self._named(layout.query, layout.snapshot, documents, manifests)
+            named = source is not None
+
+        def excerpted(ids: Iterable[str]) -> dict[str, Offer]:
+            return {
+                i: self._excerpts.of(thread, pages[i], weights, layout.counter, source)
+                for i in ids
+                # a question about a named participant is held by their messages: a line then shows twice what it holds
+                if i in pages and (named or manifests[i].line is not LineHolds.CONTENT)
+            }
+
+        excerpts = rendering.excerpts = excerpted(full)
+        room = layout.limit - layout.fixed
+        table = kept_table(layout.snapshot.derived, flow.roots, manifests)  # kept with the thread's version
+        more = [] if whole else ranked[len(best) : showable(table, best, excerpts, room)]
+        if more:
+            pages.update(await self._store.pages(thread, more))
+            full.update(more)
+            excerpts.update(excerpted(more))
+
+        made: dict[str, Candidate] = {}
+
+        def candidate(r: str) -> Candidate:
+            if r not in made:
+                made[r] = candidate_of(
+                    manifests[r], relevance[r], view_of(requested, r), flow, manifests, wanted, layout.seen.get(r), r in state,
+                    excerpts.get(r), r in full or view_of(wanted, r) is View.DETAIL,
+                )
+            return made[r]
+
+        def fitted(candidates: list[Candidate], outside: Sequence[Outside] = ()) -> FitResult:
+            return fit_rendered(
+                candidates, fixed_tokens=layout.fixed, budget=layout.ceiling, now=layout.now, measure=rendering.measure,
+                window=layout.window, outside=outside, background_overhead=layout.background_overhead,
+                flow_overhead=layout.flow_overhead,
+            )
+
+        must = {r for r in (*state, *requested) if view_of(requested, r) is View.UNPACKED or r in state} | set(excerpts)
+        try:
+            for spare in () if whole else POOL_SPARES:
+                pool, rest = candidate_pool(table, manifests, relevance, layout.seen, layout.now, room, excerpts, must, spare)
+                try:
+                    fit = fitted([candidate(r) for r in pool], rest)
+                    break
+                except PoolExceeded:  # a page of the rest might have been shown: take more
+                    continue
+            else:
+                fit = fitted([candidate(r) for r in (best if whole else flow.roots)])
+        except ContextWindowExceeded as exc:
+            raise ContextLengthExceeded(
+                f"this request needs {exc.needed} tokens even with its history paged out, more than the model's "
+                f"context window of {exc.window} tokens (system prompt, recent turns and the current message are always sent)",
+                param="messages",
+            ) from exc
+        return Fitted(fit, list(made.values()), router_ms, selected_by)
+
+    async def _select(
+        self,
+        thread: ThreadKey,
+        snapshot: ThreadSnapshot,
+        query: str,
+        ids: Sequence[str],
+        flow: PageTree,
+        folded: Mapping[str, tuple[str, ...]],
+        manifests: Mapping[str, Manifest],
+        state: ViewState,
+        now: datetime,
+        whole: bool = False,
+    ) -> tuple[dict[str, float], dict[str, View], str, Documents | None, str]:
+        """Relevance per top-level page, the views asked for (the router's, and the model's own zoom), the
+        text matched (the query, reconstructed when it says too little), the pages scored as documents over
+        the thread's postings (for their term statistics), and who decided the views.
+
+        The router scores every top-level page but the folded containers, in conversation order; a folded
+        container is as relevant as a share of its best page, so its summary comes after the pages that match.
+        With ``whole`` (every page may be shown whole, or none can), the pages are equals and nothing is scored."""
+        scored = [manifests[r] for r in flow.roots if r not in folded]
+        previous = manifests.get(ids[-1]) if ids else None
+        if ids and previous is None:
+            previous = (await snapshot.manifests(ids[-1:])).get(ids[-1])
+        scored_ids = [m.page.id for m in scored]
+        documents = snapshot.postings.documents(scored_ids, [m.length for m in scored])
+        summary = previous.page.summary if previous else None
+        if whole:
+            selection = Selection({i: 1.0 for i in scored_ids}, {}, matched_on(query, summary), "unranked")
+        else:
+            selection = await self._router.select(
+                thread, query, summary, scored, documents,
+                lambda: snapshot.user_postings.documents(scored_ids, [m.own_length for m in scored]), now,
+            )
+        relevance = dict(selection.relevance)
+        for container, pages in folded.items():
+            relevance[container] = CONTAINER_SHARE * max((relevance[p] for p in pages), default=0.0)
+        relevance.update({page: 1.0 for page in state if page in relevance})  # the model opened it: keep it open
+        requested = dict(selection.views)
+        requested.update({k: v for k, v in state.items() if k in flow.roots})
+        return relevance, requested, selection.match_text, documents, selection.decided_by
+
+    @staticmethod
+    def _named(query: str, snapshot: ThreadSnapshot, documents: Documents, manifests: Mapping[str, Manifest]) -> str | None:
+        """The role a question about a named participant is about (`named_source`), from the thread's postings
+        and its pages' manifests."""
+        users: list[Documents | None] = []
+
+        def said(term: str) -> tuple[int, int]:
+            if not users:
+                users.append(snapshot.user_postings.documents(documents.ids, documents.lengths))
+            mine = users[0].frequency(term) if users[0] is not None else 0
+            return mine, documents.frequency(term) - mine
+
+        def words() -> tuple[int, int]:
+            """The words the user and the others say, over the exchanges (a consolidated page's summary speaks for
+            both sides): a sum over every page, so kept with the thread's version like the pool's table."""
+            key = ("words", documents.ids)
+            counted: tuple[int, int] | None = snapshot.derived.get(key)
+            if counted is None:
+                user = others = 0
+                for page in documents.ids:
+                    manifest = manifests[page]
+                    if manifest.own_terms is not manifest.terms:
+                        user += manifest.own_length
+                        others += manifest.length - manifest.own_length
+                counted = snapshot.derived[key] = (user, others)
+            return counted
+
+        return named_source(query, said, len(documents), words)
+
+    @staticmethod
+    def _ranked(flow: PageTree, relevance: Mapping[str, float], folded: Mapping[str, tuple[str, ...]]) -> list[str]:
+        """The top-level pages that match the query, best first."""
+        scored = [r for r in flow.roots if r not in folded and relevance.get(r, 0.0) > 0]
+        return sorted(scored, key=relevance.__getitem__, reverse=True)  # stable: ties stay in conversation order
