@@ -175,15 +175,15 @@ def test_aider_scaffolding_is_sent_verbatim_every_time_and_only_the_conversation
         assert sum(FILES_MARK in page["summary"] for page in originals) == 1
 
 
-MODULES = ("gateway/service/background.py", "gateway/service/split_cache.py")  # two real modules, ~1,300 tokens
+MODULES = ("gateway/service/background.py", "gateway/service/split_cache.py")  # two real modules added to the chat
 
 
 def test_aider_whose_own_parts_exceed_the_shipped_budget_still_sees_its_conversation(
     aider_python: Path, fake: FakeUpstream, upstream: FakeUpstream, tmp_path: Path
 ) -> None:
     """At the shipped budget, aider's own parts in a real repository (its prompt and examples, a 1,024-token
-    repository map of this package, two of its modules added) exceed the budget alone. The budget cannot be kept, and the history gets a
-    quarter of it: every turn still reaches the model with the turn before it."""
+    repository map of this package, two of its modules added) exceed the budget alone. The budget cannot be kept,
+    and the history gets a quarter of it: every turn still reaches the model with the turn before it."""
     shipped = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))["pcp"]
     budget = shipped["budget_tokens"]
     pcp = {"budget_tokens": budget, "pin": shipped["pin"], "pin_preamble": shipped["pin_preamble"], "raw_form": shipped.get("raw_form", True)}
