@@ -54,6 +54,9 @@ class GatewayMetrics:
         self.router_fallbacks = Counter(
             "pcp_router_model_fallbacks", "Paged requests whose pcp.router_model failed or timed out (the heuristic chose the pages)", ["model"], registry=r
         )
+        self.over_budget = Counter(
+            "pcp_over_budget", "Paged requests over their budget (their client's own parts left the history less than pcp.history_floor)", ["model"], registry=r
+        )
         self.embedded = Counter("pcp_embedding_texts", "Texts the embedding model ran on (one forward pass each)", registry=r)
         self.embedding_kept = Counter(
             "pcp_embedding_kept", "Texts whose vector the process held already (asked for before: a question stored with its exchange, a retry)", registry=r
@@ -93,6 +96,8 @@ class GatewayMetrics:
             self.history_tokens.labels(model, form).inc(stats.history_tokens)
         if stats.router_fallback:
             self.router_fallbacks.labels(model).inc()
+        if stats.over_budget:
+            self.over_budget.labels(model).inc()
         if stats.error == StoreUnavailable.code or stats.degraded == "store-unavailable":
             self.redis_errors.inc()
 

@@ -96,6 +96,7 @@ def _log_line(request_id: str, method: str, route: str, status: int, seconds: fl
         "rounds": stats.rounds,
         "prompt_tokens": stats.prompt_tokens,
         "history_tokens": stats.history_tokens,
+        "over_budget": stats.over_budget or None,
         "consults": stats.consults,
         "shelves": stats.shelves,
         "error": stats.error,

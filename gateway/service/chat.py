@@ -235,6 +235,7 @@ def _note(stats: RequestStats, context: PagedContext, form: Form, raw_tokens: in
     stats.prompt_tokens = raw_tokens if form is Form.RAW and raw_tokens is not None else context.prompt_tokens
     stats.history_tokens = context.history_tokens
     stats.router_fallback = context.selected_by == "router-model-fallback"
+    stats.over_budget = form is Form.PAGED and context.over_budget
     if form is Form.RAW:
         stats.rounds = 1
 

@@ -23,6 +23,7 @@ class RequestStats:
     error: str | None = None  # the code of the error the request ended with
     degraded: str | None = None  # why it was served in a lesser form (store-unavailable: pass-through)
     router_fallback: bool = False  # pcp.router_model failed or timed out and the heuristic chose the views
+    over_budget: bool = False  # sent paged over its budget: its client's own parts left the history less than pcp.history_floor
 
 
 @dataclass(frozen=True)

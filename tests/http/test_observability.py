@@ -161,3 +161,24 @@ def test_one_json_line_per_request_without_content_or_keys(gw: GatewayProcess, u
     # each request id appears on one access line only (one line per request)
     ids = [line["request_id"] for line in _lines(gw) if line.get("logger") == "gateway.access"]
     assert len(ids) == len(set(ids))
+
+
+def test_a_request_over_its_budget_is_counted_and_logged(gw: GatewayProcess, upstream: FakeUpstream) -> None:
+    """A client whose own parts fill the budget (a coding assistant's) goes over it: the operator sees it in
+    `pcp_over_budget_total` and on the request's access line, since such a client shows no response header."""
+    request_id = "req-" + uuid.uuid4().hex[:8]
+    headers = {"X-PCP-Thread": "over-" + uuid.uuid4().hex[:8], "X-Request-Id": request_id, "X-PCP-Budget": "400"}
+    client = openai.OpenAI(base_url=gw.base_url, api_key=ALICE, max_retries=0, default_headers=headers)
+    rules = {"role": "system", "content": " ".join(f"Rule {n}: name things well." for n in range(80))}
+    before = scrape(gw)
+    upstream.script(Reply(content="fine"), Reply(content="fine"))
+    raw = client.chat.completions.with_raw_response.create(model="fake-model", messages=[rules, *_conversation(6)])  # type: ignore[arg-type]
+    assert raw.headers["x-pcp-over-budget"] == "true"
+    within = client.with_options(default_headers={**headers, "X-PCP-Budget": "4000", "X-Request-Id": request_id + "-within"})
+    within.chat.completions.create(model="fake-model", messages=[rules, *_conversation(6)])  # type: ignore[arg-type]
+    assert value(scrape(gw), "pcp_over_budget_total", model="fake-model") - value(before, "pcp_over_budget_total", model="fake-model") == 1
+    deadline = time.monotonic() + 10
+    while len(lines := {line.get("request_id"): line for line in _lines(gw) if line.get("request_id", "").startswith(request_id)}) < 2:
+        assert time.monotonic() < deadline, gw.log()[-2000:]
+        time.sleep(0.05)
+    assert lines[request_id]["over_budget"] is True and lines[request_id + "-within"].get("over_budget") is None
