@@ -136,6 +136,7 @@ class ContextBuilder:
         self._views = ViewChoice(store, router, settings, self._excerpts)
         # what the instructions' lines cost, per tokenizer, tool names and trace: the same few on every request
         self._explained: dict[tuple[str, str, str, bool], InstructionCosts] = {}
+        self._instructions: dict[str, int] = {}  # the whole instructions, per tokenizer (the skeleton's estimate)
 
     async def build(
         self,
@@ -165,7 +166,10 @@ class ContextBuilder:
         # client's parts, and the history (with the instructions that explain it) adds at most that share.
         client = REPLY_PRIMING + tokens.total([*split.system, *scaffolding, *split.tail])  # the client's own parts
         ceiling = max(budget, client + int(self._settings.history_floor * budget))  # what the request may fill up to
-        own = client + counter.count(system_instructions()) + SKELETON_TOKENS + counter.count(shown_query(query))
+        instructions = self._instructions.get(counter.encoding_name)
+        if instructions is None:
+            instructions = self._instructions[counter.encoding_name] = counter.count(system_instructions())
+        own = client + instructions + SKELETON_TOKENS + counter.count(shown_query(query))
         cut = self._verbatim_from(blocks, budget, ceiling, tokens, own, follows)
         recent_ids = set(ids[cut:])
         pool = [i for i in dict.fromkeys(ids[:cut]) if i not in recent_ids]
@@ -235,7 +239,7 @@ class ContextBuilder:
             total=snapshot.page_count,
             prompt_tokens=fit.total_tokens,
             history_tokens=history_tokens,
-            over_budget=fit.total_tokens > (min(budget, window) if window is not None else budget),
+            over_budget=fit.total_tokens > min(budget, limit),  # the ceiling is never below the budget
             ceiling=ceiling,
             room=Room(max(0, limit - fit.total_tokens), counter.count, None if window is None else max(0, window - fit.total_tokens)),
             router_ms=fitted.router_ms,

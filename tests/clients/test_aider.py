@@ -13,7 +13,7 @@ import os
 import shutil
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,18 +87,28 @@ def _repo(path: Path) -> Path:
     (path / "greet.py").write_text(GREET, encoding="utf-8")
     (path / "main.py").write_text("import greet\n\nprint(greet.greet('bob'))\n", encoding="utf-8")
     (path / "mathy.py").write_text("def add(a, b):\n    return a + b\n", encoding="utf-8")
+    return _committed(path)
+
+
+def _committed(path: Path) -> Path:
+    """``path`` made a git repository with everything in it committed."""
     git = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
     for command in (["init", "-q"], ["add", "."], ["commit", "-qm", "start"]):
         subprocess.run([*git, *command], cwd=path, check=True)
     return path
 
 
-def _run_aider(python: Path, gateway: GatewayProcess, repo: Path, home: Path, thread: str) -> dict[str, Any]:
+def _run_aider(
+    python: Path, gateway: GatewayProcess, repo: Path, home: Path, thread: str,
+    files: Sequence[str] = ("greet.py",), turns: Sequence[str] = TURNS, map_tokens: int | None = None,
+) -> dict[str, Any]:
     # aider's model-price list is fetched from the web unless its cache is fresh: an empty one keeps it offline
     (home / ".aider" / "caches").mkdir(parents=True)
     (home / ".aider" / "caches" / "model_prices_and_context_window.json").write_text("{}", encoding="utf-8")
     env = {"PATH": os.environ["PATH"], "HOME": str(home), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "AIDER_ANALYTICS": "false"}
-    spec = {"base_url": gateway.base_url, "repo": str(repo), "thread": thread, "model": "fake-model", "files": ["greet.py"], "turns": TURNS}
+    spec: dict[str, Any] = {"base_url": gateway.base_url, "repo": str(repo), "thread": thread, "model": "fake-model", "files": list(files), "turns": list(turns)}
+    if map_tokens is not None:
+        spec["map_tokens"] = map_tokens
     done = subprocess.run(
         [str(python), str(Path(__file__).with_name("aider_driver.py"))],
         input=json.dumps(spec), capture_output=True, text=True, env=env, timeout=600,
@@ -189,25 +199,13 @@ def test_aider_whose_own_parts_exceed_the_shipped_budget_still_sees_its_conversa
     pcp = {"budget_tokens": budget, "pin": shipped["pin"], "pin_preamble": shipped["pin_preamble"], "raw_form": shipped.get("raw_form", True)}
     repo = tmp_path / "repo"  # this repository's package: a map as full as a real project's
     shutil.copytree(ROOT / "gateway", repo / "gateway", ignore=shutil.ignore_patterns("__pycache__"))
-    git = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
-    for command in (["init", "-q"], ["add", "."], ["commit", "-qm", "start"]):
-        subprocess.run([*git, *command], cwd=repo, check=True)
     turns = [f"Question {n}: about the scheduler, and the code word WORD-{n}." for n in range(1, 6)]  # no edit asked
     upstream.script(*[_reply] * len(turns))
-    home = tmp_path / "home"
-    (home / ".aider" / "caches").mkdir(parents=True)
-    (home / ".aider" / "caches" / "model_prices_and_context_window.json").write_text("{}", encoding="utf-8")
-    env = {"PATH": os.environ["PATH"], "HOME": str(home), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "AIDER_ANALYTICS": "false"}
     workdir = tmp_path / "gateway"
     workdir.mkdir()
     with GatewayProcess(config=gateway_config(fake.url, workdir / "data", pcp=pcp), workdir=workdir) as gateway:
-        spec = {"base_url": gateway.base_url, "repo": str(repo), "thread": "aider-" + uuid.uuid4().hex[:10], "model": "fake-model",
-                "files": list(MODULES), "turns": turns, "map_tokens": 1024}  # fmt: skip
-        done = subprocess.run(
-            [str(aider_python), str(Path(__file__).with_name("aider_driver.py"))],
-            input=json.dumps(spec), capture_output=True, text=True, env=env, timeout=600,
-        )
-    assert done.returncode == 0, done.stderr[-3000:]
+        thread = "aider-" + uuid.uuid4().hex[:10]
+        _run_aider(aider_python, gateway, _committed(repo), tmp_path, thread, files=MODULES, turns=turns, map_tokens=1024)
     requests = [r.body for r in upstream.chat_requests]
     assert len(requests) == len(turns)
     counter = TokenCounter.for_model("fake-model")
