@@ -117,7 +117,7 @@ def build_app(config: GatewayConfig, *, upstream: Upstream | None = None) -> Sta
             state.ping = services.store.ping
             state.chat = ChatService(services.upstream, services.store, config, services.embedder, services.consolidator)
             state.threads = ThreadInspector(
-                services.store, services.consolidator, state.chat.builder, config.model_names, config.pcp.budget_tokens
+                services.store, services.consolidator, state.chat.builder, config.model_names, config.budget_for
             )
             state.admin = ThreadAdmin(services.store, services.consolidator)
             access.limiter = RateLimiter(services.store.client, config.store.key_prefix)

@@ -99,7 +99,8 @@ def _check(config: GatewayConfig) -> None:
     print(f"{config.source}: ok")
     for name in config.model_names:
         targets = ", ".join(str(e.litellm_params["model"]) for e in config.entries_for(name))
-        print(f"  model {name} -> {targets}")
+        own = config.budget_for(name)
+        print(f"  model {name} -> {targets}" + (f" (budget {own} tokens)" if own != config.pcp.budget_tokens else ""))
     store = config.store.redis_url or "embedded redis in " + str(config.store.data_dir)
     print(f"  store: {store}")
     print(f"  pcp: {'enabled' if config.pcp.enabled else 'disabled'}, budget {config.pcp.budget_tokens} tokens")

@@ -74,6 +74,20 @@ class ModelEntry(BaseModel):
             raise ValueError("litellm_params.model is required (e.g. openai/gpt-4o-mini)")
         return value
 
+    @field_validator("model_info")
+    @classmethod
+    def _pcp_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        budget = value.get("pcp_budget_tokens")
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0):
+            raise ValueError(f"model_info.pcp_budget_tokens must be a positive whole number of tokens; got {budget!r}")
+        return value
+
+    @property
+    def budget(self) -> int | None:
+        """This deployment's own `model_info.pcp_budget_tokens`, if it has one."""
+        value = self.model_info.get("pcp_budget_tokens")
+        return value if isinstance(value, int) else None
+
 
 class ServerSettings(_Strict):
     host: str = "127.0.0.1"
@@ -212,6 +226,13 @@ class GatewayConfig(_Strict):
 
     def entries_for(self, model_name: str) -> tuple[ModelEntry, ...]:
         return tuple(e for e in self.model_list if e.model_name == model_name)
+
+    def budget_for(self, model_name: str) -> int:
+        """The token budget of a request to ``model_name`` without `X-PCP-Budget`: its deployments'
+        `model_info.pcp_budget_tokens` (each without one counts as `pcp.budget_tokens`), the smallest, since
+        the router may send the request to any of them; `pcp.budget_tokens` for a name not in the list."""
+        budgets = [e.budget or self.pcp.budget_tokens for e in self.entries_for(model_name)]
+        return min(budgets, default=self.pcp.budget_tokens)
 
 
 def _resolve_env(value: Any, where: str, environ: Mapping[str, str]) -> Any:

@@ -70,6 +70,9 @@ def test_the_retired_short_anchor_key_still_loads_with_a_warning(caplog: pytest.
         ({"model_list": [MODEL], "pcp": {"budget_tokens": -1}}, "pcp.budget_tokens"),
         ({"model_list": [MODEL], "server": {"port": "http"}}, "server.port"),
         ({"model_list": [MODEL], "pcp": {"pin": ["^ok", "(unclosed"]}}, "pcp.pin"),
+        ({"model_list": [{**MODEL, "model_info": {"pcp_budget_tokens": 0}}]}, "model_list[0] (m).model_info"),
+        ({"model_list": [{**MODEL, "model_info": {"pcp_budget_tokens": "lots"}}]}, "pcp_budget_tokens"),
+        ({"model_list": [{**MODEL, "model_info": {"pcp_budget_tokens": True}}]}, "pcp_budget_tokens"),
         ({"model_list": [MODEL], "pcp": {"pin_preamble": "^not a list"}}, "pcp.pin_preamble"),
         ({"model_list": [MODEL], "store": {"data_dir": 5, "redis": "x"}}, "store."),
         ([1, 2], "top level"),
@@ -79,6 +82,19 @@ def test_a_bad_config_names_the_key(raw: object, named: str) -> None:
     with pytest.raises(ConfigError) as caught:
         parse_config(raw, environ={})
     assert named in str(caught.value)
+
+
+def test_a_models_budget_is_the_smallest_of_its_deployments_and_the_configured_one_stands_for_the_rest() -> None:
+    def deployment(name: str, **info: int) -> dict[str, object]:
+        return {"model_name": name, "litellm_params": {"model": f"openai/{name}"}, "model_info": info}
+
+    config = parse_config({
+        "model_list": [deployment("coder", pcp_budget_tokens=12000), deployment("mixed", pcp_budget_tokens=9000), deployment("mixed"),
+                       deployment("pair", pcp_budget_tokens=6000), deployment("pair", pcp_budget_tokens=3000), deployment("plain")],
+        "pcp": {"budget_tokens": 5000},
+    }, environ={})  # fmt: skip
+    budgets = {name: config.budget_for(name) for name in (*config.model_names, "unlisted")}
+    assert budgets == {"coder": 12000, "mixed": 5000, "pair": 3000, "plain": 5000, "unlisted": 5000}
 
 
 def test_unreadable_and_invalid_yaml_files(tmp_path: Path) -> None:

@@ -186,7 +186,7 @@ class ChatService:
         return context, form, raw_tokens
 
     async def _build(self, request: ChatRequest, thread: ThreadKey, now: datetime) -> PagedContext:
-        budget = request_budget(request.meta.budget, self._config.pcp.budget_tokens)
+        budget = request_budget(request.meta.budget, self._config.budget_for(request.model))
         tools = request.params.get("tools") or []
         context = await self._builder.build(request.model, request.messages, tools, thread, now, budget)
         if context.added and self._consolidator is not None:

@@ -9,7 +9,7 @@ state or calling the chat model.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -47,9 +47,9 @@ class ThreadInspector:
         self,
         store: RedisStore,
         consolidator: Consolidator | None,
-        builder: ContextBuilder | None = None,
-        models: Sequence[str] = (),
-        budget: int = 4000,
+        builder: ContextBuilder,
+        models: Sequence[str],
+        budget: Callable[[str], int],
     ) -> None:
         self._store = store
         self._cstore = ConsolidationStore(store)
@@ -76,7 +76,6 @@ class ThreadInspector:
 
     async def context(self, thread: ThreadKey, query: str, budget: int | None, model: str | None, now: datetime) -> dict[str, Any]:
         """The context a question on the thread would be sent upstream with, built but not sent or stored."""
-        assert self._builder is not None
         if not query.strip():
             raise InvalidRequest("q (the question to build the context for) is required", param="q")
         name = model or (self._models[0] if self._models else "")
@@ -84,13 +83,14 @@ class ThreadInspector:
             raise ModelNotFound(f"the model {name!r} is not in the config; it has {', '.join(self._models)}", param="model")
         history = await export_messages(self._store, thread)
         messages = [*history, {"role": "user", "content": query}]
-        built = await self._builder.build(name, messages, [], thread, now, budget or self._budget, store=False)
+        budget = budget or self._budget(name)
+        built = await self._builder.build(name, messages, [], thread, now, budget, store=False)
         system = next((message_text(m) for m in built.messages if m.get("role") == "system"), "")
         return {
             "thread": thread.thread,
             "model": name,
             "query": query,
-            "budget": budget or self._budget,
+            "budget": budget,
             "prompt_tokens": built.prompt_tokens,
             "over_budget": built.over_budget,
             "pages_shown": built.shown,

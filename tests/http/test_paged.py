@@ -33,6 +33,9 @@ def paged(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Itera
     config["model_list"].append(
         {"model_name": "plain-model", "litellm_params": {"model": "openai/plain", "api_base": fake.url, "api_key": "k"}, "model_info": {"pcp_enabled": False}}
     )
+    config["model_list"].append(
+        {"model_name": "small-budget", "litellm_params": {"model": "openai/small", "api_base": fake.url, "api_key": "k"}, "model_info": {"pcp_budget_tokens": 900}}
+    )
     with GatewayProcess(config=config, workdir=workdir) as process:
         yield process
 
@@ -465,6 +468,22 @@ def test_the_budget_can_be_set_per_request(paged: GatewayProcess, upstream: Fake
     assert float(narrow.headers["x-pcp-router-ms"]) >= 0
     bad = httpx.post(paged.base_url + "/chat/completions", json={"model": "fake-model", "messages": messages}, headers={"X-PCP-Budget": "lots"})
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "X-PCP-Budget"
+
+
+def test_a_model_keeps_its_own_budget_and_the_header_still_overrides_it(paged: GatewayProcess, upstream: FakeUpstream) -> None:
+    messages = _ask(conversation(30), "tax forms?")
+    thread = _thread()
+    small = _client(paged, thread).chat.completions.with_raw_response.create(model="small-budget", messages=messages)  # type: ignore[arg-type]
+    assert int(small.headers["x-pcp-prompt-tokens"]) <= 900 and small.headers["x-pcp-form"] == "paged"
+    assert TokenCounter().count_messages(upstream.chat_requests[-1].body["messages"]) <= 900  # type: ignore[index]
+    usual = _client(paged, thread).chat.completions.with_raw_response.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+    assert 900 < int(usual.headers["x-pcp-prompt-tokens"]) <= BUDGET
+    wide = _client(paged, thread, **{"X-PCP-Budget": "3000"}).chat.completions.with_raw_response.create(model="small-budget", messages=messages)  # type: ignore[arg-type]
+    assert BUDGET < int(wide.headers["x-pcp-prompt-tokens"]) <= 3000
+    # the inspector builds the context a question would get with the model's own budget too
+    shown = httpx.get(f"{paged.root_url}/pcp/threads/{thread}/context", params={"q": "tax forms?", "model": "small-budget"},
+                      headers={"Authorization": "Bearer sk-tenant-a"}, timeout=30).json()  # fmt: skip
+    assert shown["budget"] == 900 and shown["prompt_tokens"] <= 900
 
 
 def _burst(i: int, topic: str, lines: int) -> list[dict[str, Any]]:
