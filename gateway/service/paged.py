@@ -182,6 +182,10 @@ class PagedChat:
             try:
                 async for chunk in self._upstream.stream(request.model, self._params(request, context, effect, stream=True)):
                     template = template or {k: v for k, v in chunk.items() if k in _TEMPLATE_KEYS}
+                    others = round_stream.others(chunk)
+                    if others is not None:
+                        told = True
+                        yield {**others, **template}
                     out = round_stream.feed(chunk)
                     delta = out["choices"][0]["delta"] if out is not None else {}
                     if sent_role:

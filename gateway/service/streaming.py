@@ -56,11 +56,11 @@ class RoundStream:
     _client_calls: int = 0
 
     def feed(self, chunk: Mapping[str, Any]) -> dict[str, Any] | None:
+        """What to forward of the first choice (index 0; the only one a round reads) of ``chunk``."""
         add_usage(self.usage, chunk.get("usage"))
-        choices = chunk.get("choices") or []
-        if not choices:
+        choice = next((c for c in chunk.get("choices") or () if c.get("index", 0) == 0), None)
+        if choice is None:
             return None
-        choice = choices[0]
         if choice.get("finish_reason"):
             self.finish_reason = choice["finish_reason"]
         delta = choice.get("delta") or {}
@@ -100,6 +100,15 @@ class RoundStream:
         if call.ours or call.client_index < 0:
             return None
         return {**delta, "index": call.client_index}
+
+    @staticmethod
+    def others(chunk: Mapping[str, Any]) -> dict[str, Any] | None:
+        """``chunk`` with only its other choices (a request with ``n`` > 1, which has a single round: they go
+        to the client as they come, finish reasons included), or None when it has none."""
+        others = [c for c in chunk.get("choices") or () if c.get("index", 0) != 0]
+        if not others:
+            return None
+        return {**{k: v for k, v in chunk.items() if k not in ("choices", "usage")}, "choices": others}
 
     @staticmethod
     def _chunk(chunk: Mapping[str, Any], delta: dict[str, Any]) -> dict[str, Any]:

@@ -486,6 +486,30 @@ def test_a_model_keeps_its_own_budget_and_the_header_still_overrides_it(paged: G
     assert shown["budget"] == 900 and shown["prompt_tokens"] <= 900
 
 
+def test_several_choices_reach_the_client_whole_streamed_or_not(paged: GatewayProcess, upstream: FakeUpstream) -> None:
+    messages = _ask(conversation(30), "tax forms?")
+    client = _client(paged, _thread())
+    choices = ("{first: a reply that opens like JSON}", "second choice, streamed beside the first", "third")
+    upstream.script(Reply(content=choices[0], alternatives=choices[1:], chunk_size=3))
+    body = client.chat.completions.with_raw_response.create(model="fake-model", messages=messages, n=3)  # type: ignore[arg-type]
+    assert body.headers["x-pcp-form"] == "paged" and upstream.chat_requests[-1].body["n"] == 3  # type: ignore[index]
+    assert [c.message.content for c in body.parse().choices] == list(choices)
+
+    upstream.script(Reply(content=choices[0], alternatives=choices[1:], chunk_size=3))
+    texts: dict[int, str] = {}
+    finished: dict[int, str | None] = {}
+    with client.chat.completions.with_streaming_response.create(model="fake-model", messages=messages, n=3, stream=True) as stream:  # type: ignore[arg-type]
+        assert stream.headers["x-pcp-form"] == "paged"
+        for chunk in stream.parse():
+            for choice in chunk.choices:
+                texts[choice.index] = texts.get(choice.index, "") + (choice.delta.content or "")
+                if choice.finish_reason:
+                    finished[choice.index] = choice.finish_reason
+    # every choice whole (the first is held to its end: it opens like a zoom call written as text); litellm's
+    # stream carries one finish reason, the first choice's (pass-through streams lose the others' too)
+    assert texts == dict(enumerate(choices)) and finished == {0: "stop"}
+
+
 def _burst(i: int, topic: str, lines: int) -> list[dict[str, Any]]:
     """One exchange sent as bursts: many short user messages, then many assistant messages."""
     asks = [{"role": "user", "content": f"msg {i}.{k}: thinking about {topic} again, detail number {k} of many"} for k in range(lines)]

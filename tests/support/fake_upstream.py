@@ -52,6 +52,7 @@ class Reply:
     chunk_size: int = 4  # characters per streamed content / tool-argument delta
     delay: float = 0.0  # seconds before the status line is sent
     chunk_delay: float = 0.0  # seconds between streamed chunks
+    alternatives: tuple[str, ...] = ()  # the contents of choices 1, 2, ... (a request with n > 1); streamed interleaved
 
 
 @dataclass(frozen=True)
@@ -218,10 +219,12 @@ class _Handler(BaseHTTPRequestHandler):
             message: dict[str, Any] = {"role": "assistant", "content": resp.content}
             if calls:
                 message["tool_calls"] = [_call_json(tc, cid_) for tc, cid_ in calls]
+            others = [{"index": i, "message": {"role": "assistant", "content": text}, "logprobs": None, "finish_reason": "stop"}
+                      for i, text in enumerate(resp.alternatives, start=1)]
             self._send_json(200, {
                 "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
                 "choices": [{"index": 0, "message": message, "logprobs": None,
-                             "finish_reason": _finish(resp, calls)}],
+                             "finish_reason": _finish(resp, calls)}, *others],
                 "usage": resp.usage.as_dict()})
 
     def _deltas(self, resp: Reply | BrokenStream, calls: list[tuple[ToolCall, str]]) -> list[dict[str, Any]]:
@@ -253,21 +256,26 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _stream(self, resp: Reply, cid: str, model: str, calls: list[tuple[ToolCall, str]],
                 include_usage: bool) -> None:
-        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        def chunk(delta: dict[str, Any], finish: str | None = None, index: int = 0) -> dict[str, Any]:
             obj = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
-                   "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+                   "choices": [{"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}]}
             return {**obj, "usage": None} if include_usage else obj
 
+        # each choice's deltas, taken in turn (as OpenAI streams n > 1: one choice per chunk, interleaved)
+        # and each choice's finish chunk right after its last delta, so a shorter choice finishes first
+        streams = [[(0, d, None) for d in self._deltas(resp, calls)] + [(0, {}, _finish(resp, calls))]]
+        streams += [[(i, d, None) for d in self._deltas(Reply(content=text, chunk_size=resp.chunk_size), [])] + [(i, {}, "stop")]
+                    for i, text in enumerate(resp.alternatives, start=1)]
         self._start_sse()
         try:
-            for delta in self._deltas(resp, calls):
-                self._event(chunk(delta))
-                self._sleep(resp.chunk_delay)
+            for step in itertools.zip_longest(*streams):
+                for index, delta, finish in filter(None, step):
+                    self._event(chunk(delta, finish, index=index))
+                    self._sleep(resp.chunk_delay)
         except OSError:  # the client closed the stream before its end
             with self.server.fake._lock:
                 self.server.fake.closed_early.append(cid)
             raise
-        self._event(chunk({}, _finish(resp, calls)))
         if include_usage:
             self._event({"id": cid, "object": "chat.completion.chunk", "created": int(time.time()),
                          "model": model, "choices": [], "usage": resp.usage.as_dict()})
