@@ -35,12 +35,13 @@ from gateway.core.render import (
     nodes_from_state,
     render_context,
     render_node,
+    step_text,
     summary_fits_line,
     xml_safe,
 )
 from gateway.core.tokens import TokenCounter, encoding_for_model
 from gateway.core.tools import ToolArgError, ZoomArgs, consult_schema, parse_zoom_arguments, shelve_schema
-from gateway.core.trace import Step, append_steps, steps_for_call
+from gateway.core.trace import Step, append_steps, dropping_oldest, shown_steps, steps_for_call
 from gateway.core.views import (
     PageTree,
     View,
@@ -86,6 +87,7 @@ __all__ = [
     "ZoomEvent",
     "ZoomResult",
     "append_steps",
+    "dropping_oldest",
     "background_line",
     "background_lines",
     "excerpt_entry",
@@ -113,6 +115,8 @@ __all__ = [
     "priority",
     "render_context",
     "render_node",
+    "shown_steps",
+    "step_text",
     "settle",
     "shelve",
     "shelve_schema",

@@ -40,6 +40,7 @@ __all__ = [
     "nodes_from_state",
     "render_context",
     "render_node",
+    "step_text",
     "xml_safe",
 ]
 
@@ -115,6 +116,19 @@ def _serialize(element: etree._Element) -> str:
     return str(etree.tostring(element, encoding="unicode"))  # no indentation: it costs tokens on every node
 
 
+def _step_element(step: Step) -> etree._Element:
+    element = etree.Element("Step")
+    element.set("action", xml_safe(step.action))
+    element.set("target", xml_safe(step.target))
+    element.set("reason", xml_safe(step.reason))
+    return element
+
+
+def step_text(step: Step) -> str:
+    """One ``<Step>`` of the trace as the context shows it (what it costs there)."""
+    return _serialize(_step_element(step))
+
+
 def render_node(node: NodeSpec) -> str:
     """One ``<Node>`` (with nested children when Unpacked) as a standalone XML string."""
     return _serialize(_node_element(node))
@@ -136,10 +150,7 @@ def render_context(data: RenderInput) -> str:
     _text(root, "Query", data.query)
     trace = etree.SubElement(root, "Reasoning_Trace")
     for step in data.steps:
-        element = etree.SubElement(trace, "Step")
-        element.set("action", xml_safe(step.action))
-        element.set("target", xml_safe(step.target))
-        element.set("reason", xml_safe(step.reason))
+        trace.append(_step_element(step))
     if background:
         _text(root, "Background_Context", background)
     flow = etree.SubElement(root, "Linear_Flow")

@@ -24,10 +24,13 @@ from gateway.core import (
     View,
     ViewState,
     consult_schema,
+    dropping_oldest,
     message_text,
     normalize,
     shelve_schema,
+    shown_steps,
     shows_whole,
+    step_text,
     system_instructions,
 )
 from gateway.core.instructions import InstructionCosts, instruction_costs
@@ -174,7 +177,7 @@ class ContextBuilder:
         recent_ids = set(ids[cut:])
         pool = [i for i in dict.fromkeys(ids[:cut]) if i not in recent_ids]
         tree, manifests = await visible_tree(snapshot, pool, set(ids))
-        persisted, steps = snapshot.views, snapshot.steps
+        persisted, steps = snapshot.views, shown_steps(snapshot.steps)
         state = normalize({k: v for k, v in persisted.items() if k in tree}, tree)
         # the zoom works on `tree`; the budget and the rendering on `flow`, where the containers the model has
         # not opened are laid open
@@ -192,6 +195,9 @@ class ContextBuilder:
         fixed = rendering.counted(rendering.compose(None))
         window = self._window_for(model)
         limit = min(ceiling, window) if window is not None else ceiling
+        while steps and fixed > limit:  # the trace is the gateway's text: it gives way, the oldest steps first
+            steps = rendering.steps = dropping_oldest(steps, fixed - limit, lambda step: counter.count(step_text(step)))
+            fixed = rendering.counted(rendering.compose(None))
         # the instructions explain an element only when the context has one: its first entry pays for the line
         key = (counter.encoding_name, names.consult, names.shelve, bool(steps))
         explained = self._explained.get(key)

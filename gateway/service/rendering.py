@@ -55,7 +55,8 @@ def _system_text(system: Sequence[Mapping[str, Any]], xml: str) -> str:
 
 class Rendering:
     """One request's renderings. ``wanted`` (the views below the top-level pages), ``excerpts`` (the pages'
-    offers) and ``pages`` are what the fit being measured reads; the builder sets them for each attempt."""
+    offers) and ``pages`` are what the fit being measured reads; the builder sets them for each attempt, and
+    ``steps`` (the trace shown) once, before the first."""
 
     def __init__(
         self,
@@ -72,7 +73,7 @@ class Rendering:
         state: ViewState,
         counter: TokenCounter,
     ) -> None:
-        self._now, self._query, self._steps, self._names = now, shown_query(query), steps, names
+        self._now, self._query, self.steps, self._names = now, shown_query(query), steps, names
         self._system, self._live, self._live_tokens = system, list(live), live_tokens
         self._flow, self._counter = flow, counter
         self.pages = pages
@@ -87,7 +88,7 @@ class Rendering:
         background = background_lines((self.pages[i] for i in (result.background_ids if result else ())), chosen)
         nodes = nodes_from_state(self._flow, self.wanted, self.pages, roots=[r for r in self._flow.roots if r in views], overrides=views)
         xml = render_context(RenderInput(
-            now=self._now, query=self._query, steps=self._steps, background=background, nodes=nodes,
+            now=self._now, query=self._query, steps=self.steps, background=background, nodes=nodes,
             consult_name=self._names.consult, shelve_name=self._names.shelve,
         ))  # fmt: skip
         return [{"role": "system", "content": _system_text(self._system, xml)}, *self._live]

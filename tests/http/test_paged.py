@@ -264,6 +264,38 @@ def test_views_and_trace_persist_to_the_next_turn(paged: GatewayProcess, upstrea
     assert [(s.get("action"), s.get("target"), s.get("reason")) for s in steps] == [("Consult", target, "need the exact fact")]
 
 
+def test_the_trace_shows_each_step_once_and_never_takes_the_request_over_its_budget(paged: GatewayProcess, upstream: FakeUpstream) -> None:
+    """Six turns that consult three pages twice each, with long reasons (~90 tokens a step), then a long message:
+    the trace shows the last consult of each page only, and drops its oldest steps rather than send the request
+    over the budget, which only the client's own parts may exceed."""
+    reason = "I need the exact wording of this part to answer the question about the schedule and its dates. " * 5
+    consulted: list[str] = []
+    targets: list[str] = []
+
+    def consult(recorded: Recorded) -> Reply:
+        if recorded.body and any(m["role"] == "tool" for m in recorded.body["messages"]):
+            return Reply(content="Answered.")
+        targets[:] = targets or _folded_ids(_xml(recorded))[:3]
+        target = targets[len(consulted) // 2]
+        consulted.append(target)
+        return Reply(content=None, tool_calls=[ToolCall("pcp_consult", json.dumps({"reason": reason, "ids": [target]}))])
+
+    client = _client(paged, _thread())
+    messages = conversation(30)
+    for turn in range(6):
+        upstream.script(consult, consult)
+        messages = _ask(messages, f"Turn {turn}: what was said about the schedule?")
+        client.chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+        messages.append({"role": "assistant", "content": "Answered."})
+    assert len(set(consulted)) == 3
+    long = "Here is my new plan, please check it: " + "the schedule moves by a day each week and the dates follow it. " * 70
+    raw = client.chat.completions.with_raw_response.create(model="fake-model", messages=_ask(messages, long))  # type: ignore[arg-type]
+    steps = [(s.get("action"), s.get("target")) for s in _xml(upstream.chat_requests[-1]).find("Reasoning_Trace").findall("Step")]
+    assert len(steps) == len(set(steps)) and steps  # each page's consult once, the newest kept
+    assert steps[-1] == ("Consult", consulted[-1])
+    assert int(raw.headers["x-pcp-prompt-tokens"]) <= BUDGET and raw.headers.get("x-pcp-over-budget") != "true"
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_client_tool_call_mixed_with_consult_reaches_the_client_alone(paged: GatewayProcess, upstream: FakeUpstream, stream: bool) -> None:
     def mixed(recorded: Recorded) -> Reply:
