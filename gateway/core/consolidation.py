@@ -169,9 +169,15 @@ def extractive_consolidation(children: Sequence[Page], head_summary: str | None)
     verbatim, in order, separated by blank lines. ``summary``: one line per child — the lead of its summary (or of
     its content when the summary is blank), at most :data:`DIGEST_CAP` characters — after the head summary's lead.
     Deterministic. Raises ``ValueError`` without children.
+
+    A head summary that is itself such a summary (a relay after a relay) is taken without its own first line,
+    ``"Earlier in this topic: …"``: that line stands in the container before it, and carried on it would nest the
+    intro once more at every relay and keep the topic's first exchange at the head of every later summary.
     """
     if not children:
         raise ValueError("a consolidation needs at least one child page")
+    if head_summary and head_summary.startswith(HEAD_INTRO):
+        head_summary = head_summary.partition("\n")[2]
     head = head_summary if head_summary and head_summary.strip() else None
     content = "\n\n".join(([HEAD_INTRO + head] if head else []) + [child.content for child in children])
     lines = [HEAD_INTRO + lead_text(head, DIGEST_CAP)] if head else []

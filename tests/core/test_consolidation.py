@@ -54,6 +54,16 @@ def test_extractive_content_is_every_child_verbatim_after_the_head() -> None:
     assert extractive_consolidation(CHILDREN, "Built the snake game.") == (content, summary)
 
 
+def test_a_relay_after_a_relay_does_not_nest_the_intro() -> None:
+    first = extractive_consolidation(CHILDREN[:1], "Built the snake game.")[1]
+    content, summary = extractive_consolidation(CHILDREN[1:], first)
+    # the head's own "Earlier in this topic" line is the container before it: the relay carries the rest
+    assert summary.splitlines()[0] == HEAD_INTRO + "User: Is the snake game done? Assistant: Yes, the core loop works."
+    assert content.count(HEAD_INTRO) == 1 and "Built the snake game." not in content
+    third = extractive_consolidation(CHILDREN[:1], summary)[1]
+    assert third.splitlines()[0].count(HEAD_INTRO) == 1
+
+
 def test_extractive_without_head_and_with_blank_summaries() -> None:
     long = original("word " * 200, "", 1)
     content, summary = extractive_consolidation([long, original("", "", 2)], "  ")
