@@ -254,7 +254,9 @@ def _apply(call: Mapping[str, Any], setup: _Setup, progress: _Progress, gate: _G
 
 def _consult_within(ids: Sequence[str], setup: _Setup, progress: _Progress, gate: _Gate) -> tuple[ZoomResult, tuple[str, ...]]:
     """Consult ``ids`` in order, each page only while its rendered node fits the room left (the round's first
-    opened page always); the result of those opened, and the ids declined."""
+    opened page always); the result of those opened, and the ids declined. A container whose Detail does not fit
+    opens one level deeper, Unpacked (its children's summaries, each of which the model may consult), when that
+    is smaller: otherwise a container of a long topic, the round's first page, would bring all of it at once."""
     state = progress.state
     changed: list[str] = []
     messages: list[str] = []
@@ -262,10 +264,13 @@ def _consult_within(ids: Sequence[str], setup: _Setup, progress: _Progress, gate
     for page_id in dict.fromkeys(ids):
         step = consult(state, setup.tree, [page_id])
         if gate.pages is not None and page_id in step.changed:
-            unloaded = gate.unloaded(setup.tree, step.state, [page_id])
-            if unloaded:
-                raise _Unloaded(unloaded)
-            cost = setup.room.count(render_node(_node(setup.tree, step.state, gate.pages, page_id))) if page_id in gate.pages else 0
+            cost = _cost(setup, gate, step.state, page_id)
+            if progress.spent + cost > setup.room.tokens and view_of(step.state, page_id) is View.DETAIL and setup.tree.kids(page_id):
+                deeper = consult(step.state, setup.tree, [page_id])
+                deeper_cost = _cost(setup, gate, deeper.state, page_id)
+                if deeper_cost < cost:
+                    step = ZoomResult(deeper.state, tuple(dict.fromkeys(step.changed + deeper.changed)), step.messages + deeper.messages)
+                    cost = deeper_cost
             spent = progress.spent + cost
             if (gate.opened_any and spent > setup.room.tokens) or (setup.room.window is not None and spent > setup.room.window):
                 declined.append(page_id)
@@ -276,6 +281,16 @@ def _consult_within(ids: Sequence[str], setup: _Setup, progress: _Progress, gate
         changed.extend(i for i in step.changed if i not in changed)
         messages.extend(step.messages)
     return ZoomResult(state, tuple(changed), tuple(messages)), tuple(declined)
+
+
+def _cost(setup: _Setup, gate: _Gate, state: ViewState, page_id: str) -> int:
+    """What ``page_id``'s node costs in ``state`` (0 for a page gone from the store); the pages it needs must be
+    loaded (else :class:`_Unloaded`)."""
+    assert gate.pages is not None
+    unloaded = gate.unloaded(setup.tree, state, [page_id])
+    if unloaded:
+        raise _Unloaded(unloaded)
+    return setup.room.count(render_node(_node(setup.tree, state, gate.pages, page_id))) if page_id in gate.pages else 0
 
 
 def _needed(tree: PageTree, state: ViewState, ids: Sequence[str]) -> tuple[str, ...]:

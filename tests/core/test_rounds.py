@@ -43,7 +43,7 @@ def assistant(*calls: dict[str, Any], content: str | None = None) -> dict[str, A
 
 
 def drive(
-    gen: Generator[ModelCall | NeedPages, Any, RoundsOutcome], replies: list[dict[str, Any]]
+    gen: Generator[ModelCall | NeedPages, Any, RoundsOutcome], replies: list[dict[str, Any]], pages: Mapping[str, Page] = PAGES
 ) -> tuple[list[ModelCall], list[NeedPages], RoundsOutcome]:
     calls: list[ModelCall] = []
     loads: list[NeedPages] = []
@@ -52,7 +52,7 @@ def drive(
     while True:
         if isinstance(effect, NeedPages):
             loads.append(effect)
-            reply: Mapping[str, Any] = {i: PAGES[i] for i in effect.ids}
+            reply: Mapping[str, Any] = {i: pages[i] for i in effect.ids}
         else:
             calls.append(effect)
             reply = next(answers)
@@ -158,6 +158,20 @@ def test_the_first_page_a_round_opens_always_opens_so_a_round_is_over_by_at_most
     assert f'<Node id="{A}"' in first["content"] and "not opened" in second["content"] and "<Node" not in second["content"]
     assert calls[2].messages[-1]["content"].count(f'<Node id="{B}"') == 1  # the next round's first page opens
     assert outcome.state == {A: View.DETAIL, B: View.DETAIL} and outcome.rounds == 3
+
+
+def test_a_container_too_large_for_the_room_opens_unpacked_so_its_children_can_be_consulted_one_by_one() -> None:
+    big = Page(C, PageType.CONSOLIDATED, NOW, "a long topic. " * 500, "summary of the topic", ("kw",), 1500, (A, B))
+    pages = {**PAGES, C: big}
+    room = Room(200, len)
+    calls, _, outcome = drive(rounds(NESTED, room=room), [assistant(call("pcp_consult", {"reason": "r", "ids": [C]})), assistant(content="ok")], pages)
+    result = calls[1].messages[-1]["content"]
+    assert 'view="Unpacked"' in result and "a long topic." not in result and f'<Node id="{A}" type="Original" view="Summary"' in result
+    assert len(result) < len(big.content) // 10
+    assert [s.target for s in outcome.steps] == [C]
+    # a container that fits opens in Detail, as before
+    _, _, outcome = drive(rounds(NESTED), [assistant(call("pcp_consult", {"reason": "r", "ids": [C]})), assistant(content="ok")], pages)
+    assert outcome.state == {C: View.DETAIL}
 
 
 def test_no_page_opens_past_the_models_window_not_even_a_rounds_first() -> None:
