@@ -216,3 +216,14 @@ def test_a_word_said_more_by_the_side_that_says_more_is_not_a_name() -> None:
     # the user who says more: a word of theirs is held to the same rate
     assert named_source("Where is Melanie?", lambda term: (30, 2), 400, lambda: (14000, 2000)) is None
     assert named_source("Where is Melanie?", lambda term: (30, 2), 400, lambda: (2000, 2000)) == "assistant"
+
+
+def test_words_on_most_lines_of_a_code_block_go_with_the_line_that_says_what_else_the_query_asks() -> None:
+    names = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa"]
+    code = "\n".join(f"    total_{name} = compute_total(rows, '{name}')  # step: the {name} total" for name in names)
+    units = units_of(f"user: write the report code\nassistant: Here it is:\n```python\n{code}\n```\nDone.", COUNT)
+    options = excerpt_options(units, weights("Which step computes the gamma total?"), COUNT)
+    # "step", "computes" and "total" are on every line of the block: they go with the line that says "gamma",
+    # not with the block's first line, and that line is the first excerpt, holding all the page matches
+    assert "total_gamma" in options[0].text and "total_alpha" not in options[0].text
+    assert options[0].coverage == pytest.approx(1.0)
