@@ -44,6 +44,7 @@ __all__ = [
     "ExcerptOption",
     "Unit",
     "excerpt_options",
+    "leading_options",
     "line_coverage",
     "named_source",
     "query_source",
@@ -354,6 +355,27 @@ def excerpt_options(
     if options:  # the page whole, in its entry: a Detail node's text without the node
         everything = tuple(range(len(units)))
         options.append(ExcerptOption(everything, render_excerpt(units, everything), _estimate(units, everything), 1.0))
+    return tuple(options)
+
+
+def leading_options(units: Sequence[Unit], count: Callable[[str], int]) -> tuple[ExcerptOption, ...]:
+    """A page's opening units, one more at a time, then the page whole: what a turn that continues the page wants
+    of it when the page cannot be shown whole, whatever the query matches (the question, and as much of its answer
+    as fits). Coverage is the share of the page's tokens shown. Counted as :func:`excerpt_options` counts (the
+    :data:`EXACT_OPTIONS` smallest exactly). Empty for a single unit."""
+    if len(units) < 2:
+        return ()
+    whole = sum(unit.tokens for unit in units)
+    options: list[ExcerptOption] = []
+    for k in range(1, len(units)):
+        chosen = tuple(range(k))
+        text = render_excerpt(units, chosen)
+        tokens = count(text) if k <= EXACT_OPTIONS else _estimate(units, chosen)
+        if tokens >= whole:
+            break
+        options.append(ExcerptOption(chosen, text, tokens, sum(units[i].tokens for i in chosen) / whole if whole else 0.0))
+    everything = tuple(range(len(units)))
+    options.append(ExcerptOption(everything, render_excerpt(units, everything), _estimate(units, everything), 1.0))
     return tuple(options)
 
 

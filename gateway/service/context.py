@@ -216,7 +216,7 @@ class ContextBuilder:
             thread=thread, snapshot=snapshot, query=query, ids=ids, flow=flow, folded=folded, manifests=manifests,
             state=state, now=now, counter=counter, rendering=rendering, fixed=fixed, ceiling=ceiling, limit=limit,
             window=window, background_overhead=background_overhead, flow_overhead=flow_overhead, seen=seen,
-            hopeless=hopeless,
+            hopeless=hopeless, follows=ids[-1] if follows and ids and cut == len(blocks) else None,
         )  # fmt: skip
         for whole in (True, False) if equals else (False,):
             fitted = await self._views.fit(layout, whole)

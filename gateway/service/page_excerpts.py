@@ -9,12 +9,12 @@ Both are bounded, least recently used out.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 from gateway.adapters.store_keys import ThreadKey
 from gateway.core import Page, TokenCounter, background_line, excerpt_entry
-from gateway.core.excerpt import ExcerptOption, Unit, excerpt_options, line_coverage, speaking_share, units_of
+from gateway.core.excerpt import ExcerptOption, Unit, excerpt_options, leading_options, line_coverage, speaking_share, units_of
 from gateway.core.lru import Lru
 
 __all__ = ["Offer", "PageExcerpts"]
@@ -75,7 +75,18 @@ class PageExcerpts:
         if not units:
             return None, (), 1.0
         count = self._counts.setdefault(counter.encoding_name, _TextCounts(counter)).count
+        options = self._entries(page, excerpt_options(units, weights, count, source), count)
+        return line_coverage(units, weights, line, source), options, speaking_share(units, source)
+
+    def leading(self, thread: ThreadKey, page: Page, counter: TokenCounter) -> Offer:
+        """What a page the live turn continues is offered whatever the query matches: its opening units, one more
+        at a time (`leading_options`); its line is counted as usual."""
+        units, _ = self._units(thread, page, counter)
+        count = self._counts.setdefault(counter.encoding_name, _TextCounts(counter)).count
+        return None, self._entries(page, leading_options(units, count), count), 1.0
+
+    @staticmethod
+    def _entries(page: Page, options: tuple[ExcerptOption, ...], count: Callable[[str], int]) -> tuple[ExcerptOption, ...]:
+        """``options`` with the cost of their entry (``[id]``) added."""
         entry = count(excerpt_entry(page.id, ""))
-        options = excerpt_options(units, weights, count, source)
-        shifted = tuple(replace(option, tokens=option.tokens + entry) for option in options)
-        return line_coverage(units, weights, line, source), shifted, speaking_share(units, source)
+        return tuple(replace(option, tokens=option.tokens + entry) for option in options)

@@ -53,6 +53,9 @@ class Layout:
     flow_overhead: int
     seen: Mapping[str, datetime]  # when the model last saw each page
     hopeless: bool  # no page can be shown
+    # the exchange the live turn follows in its sitting, paged because it could not stay whole: whatever it matches,
+    # the turn continues it, so it ranks first and shows as much of itself as the budget allows
+    follows: str | None = None
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,7 @@ class ViewChoice:
         )
         started = time.perf_counter()
         relevance, requested, match_text, documents, selected_by = await self._select(
-            thread, layout.snapshot, layout.query, layout.ids, flow, folded, manifests, state, layout.now, whole
+            thread, layout.snapshot, layout.query, layout.ids, flow, folded, manifests, state, layout.now, whole, layout.follows
         )
         router_ms = (time.perf_counter() - started) * 1000
         wanted = rendering.wanted = dict(state)
@@ -117,6 +120,8 @@ class ViewChoice:
             }
 
         excerpts = rendering.excerpts = excerpted(full)
+        if layout.follows in pages and not excerpts.get(layout.follows, (None, ()))[1]:
+            excerpts[layout.follows] = self._excerpts.leading(thread, pages[layout.follows], layout.counter)
         room = layout.limit - layout.fixed
         table = kept_table(layout.snapshot.derived, flow.roots, manifests)  # kept with the thread's version
         more = [] if whole else ranked[len(best) : showable(table, best, excerpts, room)]
@@ -173,6 +178,7 @@ class ViewChoice:
         state: ViewState,
         now: datetime,
         whole: bool = False,
+        follows: str | None = None,
     ) -> tuple[dict[str, float], dict[str, View], str, Documents | None, str]:
         """Relevance per top-level page, the views asked for (the router's, and the model's own zoom), the
         text matched (the query, reconstructed when it says too little), the pages scored as documents over
@@ -198,6 +204,8 @@ class ViewChoice:
         relevance = dict(selection.relevance)
         for container, pages in folded.items():
             relevance[container] = CONTAINER_SHARE * max((relevance[p] for p in pages), default=0.0)
+        if follows in relevance:
+            relevance[follows] = 1.0  # the exchange the live turn continues (Layout.follows)
         relevance.update({page: 1.0 for page in state if page in relevance})  # the model opened it: keep it open
         requested = dict(selection.views)
         requested.update({k: v for k, v in state.items() if k in flow.roots})

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.excerpt import ELLIPSIS, OTHERS_SHARE, UNIT_TOKENS, excerpt_options, line_coverage, named_source, query_source, render_excerpt, sentences, units_of
+from gateway.core.excerpt import ELLIPSIS, OTHERS_SHARE, UNIT_TOKENS, excerpt_options, leading_options, line_coverage, named_source, query_source, render_excerpt, sentences, units_of
 from gateway.core.lexical import idf_weights, terms
 from gateway.core.tokens import TokenCounter
 
@@ -227,3 +227,14 @@ def test_words_on_most_lines_of_a_code_block_go_with_the_line_that_says_what_els
     # not with the block's first line, and that line is the first excerpt, holding all the page matches
     assert "total_gamma" in options[0].text and "total_alpha" not in options[0].text
     assert options[0].coverage == pytest.approx(1.0)
+
+
+def test_leading_options_open_the_page_one_unit_at_a_time_then_whole() -> None:
+    reply = "\n".join(f"Step {n}: do the thing number {n} with care and patience, then check it." for n in range(12))
+    units = units_of(f"user: how do I do it?\nassistant: {reply}", COUNT)
+    options = leading_options(units, COUNT)
+    assert options[0].text.startswith("user: how do I do it?") and options[0].text.endswith(ELLIPSIS)
+    assert [o.chosen for o in options[:3]] == [(0,), (0, 1), (0, 1, 2)]
+    assert [round(o.coverage, 6) for o in options] == sorted(round(o.coverage, 6) for o in options) and options[-1].coverage == 1.0
+    assert options[-1].chosen == tuple(range(len(units)))
+    assert leading_options(units_of("user: hi", COUNT), COUNT) == ()

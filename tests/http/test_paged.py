@@ -438,6 +438,25 @@ def test_save_is_answered_by_the_gateway(paged: GatewayProcess, upstream: FakeUp
     assert upstream.chat_requests == []
 
 
+def test_the_exchange_a_turn_follows_shows_its_opening_when_it_cannot_stay_whole(paged: GatewayProcess, upstream: FakeUpstream) -> None:
+    """Three exchanges with ~250-token replies, then a ~570-token message at a 1,000-token budget, in one sitting:
+    the last exchange no longer fits whole beside it, and matches none of its words; it used to be left out with
+    ~190 tokens unused. Its question now stays, with the reply cut."""
+    reply = "ANSWER: about it: " + " ".join(f"w{i}" for i in range(120)) + " END"
+    client = _client(paged, _thread(), **{"X-PCP-Budget": "1000"})
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a terse assistant."}]
+    for n, topic in enumerate(["bicycle gears", "tax forms", "hiking boots"], 1):
+        upstream.script(Reply(content=reply))
+        messages = _ask(messages, f"TURN-{n}: tell me about {topic}; remember fact-{n}=CODE{n * 7}.")
+        client.chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+        messages.append({"role": "assistant", "content": reply})
+    notes = "TURN-4: tell me about jazz chords. Background notes: " + " ".join(f"note4-{i} alpha beta gamma" for i in range(80))
+    raw = client.chat.completions.with_raw_response.create(model="fake-model", messages=_ask(messages, notes))  # type: ignore[arg-type]
+    sent = json.dumps(upstream.chat_requests[-1].body)
+    assert "TURN-3: tell me about hiking boots" in sent
+    assert int(raw.headers["x-pcp-prompt-tokens"]) <= 1000
+
+
 def test_an_oversized_system_prompt_goes_over_budget_and_the_history_keeps_a_quarter_of_it(paged: GatewayProcess, upstream: FakeUpstream) -> None:
     rules = {"role": "system", "content": "Rules of the IDE. " * 600}
     alone = _client(paged, _thread()).chat.completions.with_raw_response.create(model="fake-model", messages=[rules, {"role": "user", "content": "fix it"}])  # type: ignore[list-item]
