@@ -45,6 +45,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -205,8 +206,12 @@ def _structural(ids: Sequence[str], heads: Sequence[str], previous: Layout) -> t
     kinds: list[str] = []
     growth: list[int] = []
     replaced: set[int] = set()  # new blocks updating an old one in place; they take its kind
+    # a block said again word for word (aider's "I updated the files." / "Ok." after each edit) is the old block
+    # only as often as the previous request had it: the copies beyond are new, so conversation
+    copies = Counter(previous.ids)
     for i, (block_id, head) in enumerate(zip(ids, heads)):
-        if block_id in before:
+        if copies[block_id] > 0:
+            copies[block_id] -= 1
             kinds.append(before[block_id])
         elif gone.get(head):
             kinds.append(gone[head].pop(0))

@@ -155,6 +155,20 @@ def test_aider_without_pins_its_scaffolding_is_found_from_the_second_request_on(
     assert decided[1:] == [[*LEAD, FILES]] * 4  # the new file block and map replace the old ones, in their place
 
 
+def test_a_block_said_again_word_for_word_after_an_edit_is_conversation_not_scaffolding() -> None:
+    updated = pair("I updated the files.", "Ok.")
+    first = [*turn(1, "greet.py\n<<<<<<< SEARCH ..."), *updated, *turn(2)]
+    second = [*first, *turn(3, "greet.py\n<<<<<<< SEARCH again"), *updated]  # the same note after the next edit
+    decided = thread([
+        [*aider([], "v1"), live(1)],
+        [*aider(first[:4], "v2"), live(2)],
+        [*aider(first, "v2"), live(3)],
+        [*aider(second, "v3"), live(4)],
+        [*aider([*second, *turn(4)], "v3"), live(5)],
+    ], PINS, PREAMBLE)  # fmt: skip
+    assert decided == [[*LEAD, FILES]] * 5  # the notes stay in the conversation, each after its edit
+
+
 def test_aider_with_pins_its_scaffolding_is_found_from_the_first_request() -> None:
     decided = thread([[*aider([], "v1"), live(1)], [*aider(turn(1), "v2"), live(2)]], PINS, PREAMBLE)
     assert decided == [[*LEAD, FILES]] * 2
