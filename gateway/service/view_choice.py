@@ -28,6 +28,7 @@ from gateway.service.router import Router, Selection, matched_on
 __all__ = ["Fitted", "Layout", "ViewChoice"]
 
 CONTAINER_SHARE = 0.25  # a laid-open container's relevance: this share of its best page's
+LEFTOVER = 1e-6  # the least relevance a page can have and still be shown: it takes only what the others leave
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ class Layout:
     seen: Mapping[str, datetime]  # when the model last saw each page
     hopeless: bool  # no page can be shown
     # the exchange the live turn follows in its sitting, paged because it could not stay whole: whatever it matches,
-    # the turn continues it, so it ranks first and shows as much of itself as the budget allows
+    # it fills what the pages that match leave, with as much of its opening as fits
     follows: str | None = None
 
 
@@ -120,8 +121,11 @@ class ViewChoice:
             }
 
         excerpts = rendering.excerpts = excerpted(full)
-        if layout.follows in pages and not excerpts.get(layout.follows, (None, ()))[1]:
-            excerpts[layout.follows] = self._excerpts.leading(thread, pages[layout.follows], layout.counter)
+        if layout.follows is not None and layout.follows in flow and not whole:
+            if layout.follows not in pages:
+                pages.update(await self._store.pages(thread, [layout.follows]))
+            if layout.follows in pages and not excerpts.get(layout.follows, (None, ()))[1]:
+                excerpts[layout.follows] = self._excerpts.leading(thread, pages[layout.follows], layout.counter)
         room = layout.limit - layout.fixed
         table = kept_table(layout.snapshot.derived, flow.roots, manifests)  # kept with the thread's version
         more = [] if whole else ranked[len(best) : showable(table, best, excerpts, room)]
@@ -204,8 +208,8 @@ class ViewChoice:
         relevance = dict(selection.relevance)
         for container, pages in folded.items():
             relevance[container] = CONTAINER_SHARE * max((relevance[p] for p in pages), default=0.0)
-        if follows in relevance:
-            relevance[follows] = 1.0  # the exchange the live turn continues (Layout.follows)
+        if follows in relevance:  # the exchange the live turn continues (Layout.follows): last, but never left out
+            relevance[follows] = max(relevance[follows], LEFTOVER)
         relevance.update({page: 1.0 for page in state if page in relevance})  # the model opened it: keep it open
         requested = dict(selection.views)
         requested.update({k: v for k, v in state.items() if k in flow.roots})
