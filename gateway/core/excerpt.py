@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from itertools import chain
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 from gateway.core.lexical import terms
 

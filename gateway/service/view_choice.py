@@ -208,7 +208,7 @@ class ViewChoice:
         relevance = dict(selection.relevance)
         for container, pages in folded.items():
             relevance[container] = CONTAINER_SHARE * max((relevance[p] for p in pages), default=0.0)
-        if follows in relevance:  # the exchange the live turn continues (Layout.follows): last, but never left out
+        if follows in relevance:  # the exchange the live turn continues (Layout.follows): it takes what the others leave
             relevance[follows] = max(relevance[follows], LEFTOVER)
         relevance.update({page: 1.0 for page in state if page in relevance})  # the model opened it: keep it open
         requested = dict(selection.views)
