@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def clients_dir() -> Path:
-    return Path(os.environ.get("PCP_CLIENTS_DIR") or ROOT / ".clients")
+    return Path(os.environ.get("PCP_CLIENTS_DIR") or ROOT / ".clients").resolve()  # the clients run from other directories
 
 
 def client(relative: str) -> Path:
