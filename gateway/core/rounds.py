@@ -34,7 +34,11 @@ The first round fits the request's token budget; what the Consults of later roun
 the room; the first page a round opens always opens (a Consult that opened nothing would leave the model nowhere to
 go), so each later round adds at most one page beyond the budget, and never one beyond the model's window. The
 pages it does not open are answered "not opened" and stay as they were: a small model that asks for seven pages at
-once then reads the one it named first, not seven pages it cannot tell apart.
+once then reads the one it named first, not seven pages it cannot tell apart. A container too large for the room
+opens in the smallest of its views that fits, down to its Unpacked node in part: the children that best match the
+query and the Consult's reason as nodes, the others listed by id, one Consult away; when nothing fits, that node
+with one child is the page the round adds beyond the budget (a topic of 30 long exchanges: ~400 tokens, against
+~4,400 in Detail).
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from gateway.core.extract import lead_text
+from gateway.core.lexical import bm25, term_counts, terms
 from gateway.core.pages import Page
 from gateway.core.render import NodeSpec, render_node
 from gateway.core.tools import ToolArgError, ZoomArgs, completed_json, parse_zoom_arguments
@@ -121,6 +127,7 @@ class _Setup:
     now: datetime
     trace_limit: int
     room: Room
+    query: str
 
 
 @dataclass
@@ -130,9 +137,11 @@ class _Progress:
     touched: dict[str, None] = field(default_factory=dict)
     opened: dict[str, None] = field(default_factory=dict)  # pages Consult opened during this request
     spent: int = 0  # tokens of the nodes Consult opened during this request
+    # containers opened Unpacked in part (see _in_part): the children shown as nodes, the others listed by id
+    partial: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def copy(self) -> _Progress:
-        return _Progress(self.state, self.steps, dict(self.touched), dict(self.opened), self.spent)
+        return _Progress(self.state, self.steps, dict(self.touched), dict(self.opened), self.spent, dict(self.partial))
 
 
 class _Unloaded(Exception):
@@ -235,7 +244,7 @@ def _apply(call: Mapping[str, Any], setup: _Setup, progress: _Progress, gate: _G
         args = ZoomArgs(args.reason, ids)
         result = shelve(progress.state, setup.tree, args.ids)
     else:
-        result, declined = _consult_within(args.ids, setup, progress, gate)
+        result, declined = _consult_within(args, setup, progress, gate)
         refused = []
         args = ZoomArgs(args.reason, tuple(i for i in args.ids if i not in declined))
     progress.state = result.state
@@ -252,27 +261,28 @@ def _apply(call: Mapping[str, Any], setup: _Setup, progress: _Progress, gate: _G
     return "\n".join([*refused, *result.messages, *nudge]), shown
 
 
-def _consult_within(ids: Sequence[str], setup: _Setup, progress: _Progress, gate: _Gate) -> tuple[ZoomResult, tuple[str, ...]]:
-    """Consult ``ids`` in order, each page only while its rendered node fits the room left (the round's first
+def _consult_within(args: ZoomArgs, setup: _Setup, progress: _Progress, gate: _Gate) -> tuple[ZoomResult, tuple[str, ...]]:
+    """Consult ``args.ids`` in order, each page only while its rendered node fits the room left (the round's first
     opened page always); the result of those opened, and the ids declined. A container whose Detail does not fit
     opens one level deeper, Unpacked (its children's summaries, each of which the model may consult), when that
-    is smaller: otherwise a container of a long topic, the round's first page, would bring all of it at once."""
+    is smaller: otherwise a container of a long topic, the round's first page, would bring all of it at once. An
+    Unpacked node that does not fit either shows only the children that match the query and the Consult's reason
+    best, as many as fit, and lists the others by id (:func:`_in_part`)."""
     state = progress.state
     changed: list[str] = []
     messages: list[str] = []
     declined: list[str] = []
-    for page_id in dict.fromkeys(ids):
+    for page_id in dict.fromkeys(args.ids):
         step = consult(state, setup.tree, [page_id])
+        listed: list[str] = []
         if gate.pages is not None and page_id in step.changed:
+            left = setup.room.tokens - progress.spent
             cost = _cost(setup, gate, step.state, page_id)
-            if progress.spent + cost > setup.room.tokens and view_of(step.state, page_id) is View.DETAIL and setup.tree.kids(page_id):
-                deeper = consult(step.state, setup.tree, [page_id])
-                deeper_cost = _cost(setup, gate, deeper.state, page_id)
-                if deeper_cost < cost:
-                    step = ZoomResult(deeper.state, tuple(dict.fromkeys(step.changed + deeper.changed)), step.messages + deeper.messages)
-                    cost = deeper_cost
+            if cost > left and setup.tree.kids(page_id):
+                step, cost, listed = _opening(setup, gate, progress, step, cost, page_id, left, args.reason)
             spent = progress.spent + cost
             if (gate.opened_any and spent > setup.room.tokens) or (setup.room.window is not None and spent > setup.room.window):
+                progress.partial.pop(page_id, None)
                 declined.append(page_id)
                 continue
             progress.spent += cost
@@ -280,7 +290,75 @@ def _consult_within(ids: Sequence[str], setup: _Setup, progress: _Progress, gate
         state = step.state
         changed.extend(i for i in step.changed if i not in changed)
         messages.extend(step.messages)
+        messages.extend(listed)
     return ZoomResult(state, tuple(changed), tuple(messages)), tuple(declined)
+
+
+def _opening(
+    setup: _Setup, gate: _Gate, progress: _Progress, step: ZoomResult, cost: int, page_id: str, left: int, reason: str
+) -> tuple[ZoomResult, int, list[str]]:
+    """How a container the Consult ``step`` opens, at ``cost``, and more than the ``left`` tokens, opens instead: the
+    first of its Detail node, its Unpacked node and its Unpacked node in part (:func:`_in_part`) that fits, else the
+    smallest; with the lines that list what the last one leaves out. An opening in part is kept in ``progress``."""
+    unpacked, whole = step, cost  # a container the Consult changed is in Detail now, or Unpacked (it was in Detail)
+    if view_of(step.state, page_id) is View.DETAIL:
+        deeper = consult(step.state, setup.tree, [page_id])
+        unpacked = ZoomResult(deeper.state, tuple(dict.fromkeys(step.changed + deeper.changed)), step.messages + deeper.messages)
+        whole = _cost(setup, gate, unpacked.state, page_id)
+    kids = [kid for kid in setup.tree.kids(page_id) if kid in (gate.pages or {})]
+    if whole <= left or not kids:  # every child deleted from the store since the context was built: nothing to choose
+        return (unpacked, whole, []) if whole <= cost else (step, cost, [])
+    shown, listed, part = _in_part(setup, gate, unpacked.state, page_id, kids, left, reason)
+    if part >= min(cost, whole):
+        return (step, cost, []) if cost <= whole else (unpacked, whole, [])
+    progress.partial[page_id] = shown
+    return unpacked, part, listed
+
+
+LISTED_LEAD = 80  # characters of a child's summary on its line when an Unpacked node lists it instead of showing it
+
+
+def _in_part(
+    setup: _Setup, gate: _Gate, state: ViewState, page_id: str, kids: Sequence[str], left: int, reason: str
+) -> tuple[tuple[str, ...], list[str], int]:
+    """How to open the container ``page_id`` Unpacked within ``left`` tokens, ``kids`` its loaded children (one at
+    least): the children it shows as nodes (at
+    least the best one), the text that lists the others (``[id]`` and the lead of each one's summary, or the ids
+    alone when even the best child and those lines do not fit), and what the two cost together. Children are shown
+    best first by BM25 of the query and the Consult's reason over their text, so the node holds what the model
+    was looking for and every other child stays one Consult away."""
+    assert gate.pages is not None
+    pages = gate.pages
+    count = setup.room.count
+    wanted = terms(f"{setup.query}\n{reason}")
+    counts = [term_counts(f"{pages[kid].summary}\n{pages[kid].content}") for kid in kids]
+    scores = bm25(wanted, counts, [sum(c.values()) for c in counts])
+    best = [kids[i] for i in sorted(range(len(kids)), key=lambda i: -scores[i])]  # ties in conversation order
+    nodes = {kid: count(render_node(_node(setup.tree, state, pages, kid))) for kid in kids}
+    lines = {kid: f"[{kid}] {lead_text(pages[kid].summary, LISTED_LEAD)}" for kid in kids}
+    line_cost = {kid: count(text) + 1 for kid, text in lines.items()}
+    head = f"{page_id}: {{}} of its {len(kids)} pages are shown; the others, which you may Consult:"
+
+    def opening(shown: Sequence[str], full: bool) -> tuple[tuple[str, ...], list[str], int]:
+        order = tuple(kid for kid in kids if kid in shown)  # the node shows them in conversation order
+        rest = [kid for kid in kids if kid not in shown]
+        listing = [head.format(len(order)) + "\n" + "\n".join(lines[kid] if full else f"[{kid}]" for kid in rest)] if rest else []
+        node = render_node(_node(setup.tree, state, pages, page_id, {page_id: order}))
+        return order, listing, count(node) + sum(count(text) + 1 for text in listing)
+
+    wrapper = count(render_node(_node(setup.tree, state, pages, page_id, {page_id: ()})))
+    shown = best[:1]
+    estimate = wrapper + count(head) + 1 + nodes[best[0]] + sum(line_cost[kid] for kid in best[1:])
+    for kid in best[1:]:
+        if estimate - line_cost[kid] + nodes[kid] > left:
+            break
+        shown.append(kid)
+        estimate += nodes[kid] - line_cost[kid]
+    chosen = opening(shown, True)
+    while chosen[2] > left and len(shown) > 1:  # the estimate adds up counts of parts: the whole may differ a little
+        shown.pop()
+        chosen = opening(shown, True)
+    return chosen if chosen[2] <= left else min(chosen, opening(shown, False), key=lambda option: option[2])
 
 
 def _cost(setup: _Setup, gate: _Gate, state: ViewState, page_id: str) -> int:
@@ -307,10 +385,14 @@ def _needed(tree: PageTree, state: ViewState, ids: Sequence[str]) -> tuple[str, 
     return tuple(found)
 
 
-def _node(tree: PageTree, state: ViewState, pages: Mapping[str, Page], page_id: str) -> NodeSpec:
+def _node(
+    tree: PageTree, state: ViewState, pages: Mapping[str, Page], page_id: str, partial: Mapping[str, Sequence[str]] | None = None
+) -> NodeSpec:
+    """``page_id``'s node in ``state``; an Unpacked container in ``partial`` shows only the children it names."""
     view = view_of(state, page_id)
     if view is View.UNPACKED:  # a child deleted from the store since the context was built is left out
-        return NodeSpec(pages[page_id], view, tuple(_node(tree, state, pages, kid) for kid in tree.kids(page_id) if kid in pages))
+        kids = partial.get(page_id, tree.kids(page_id)) if partial else tree.kids(page_id)
+        return NodeSpec(pages[page_id], view, tuple(_node(tree, state, pages, kid, partial) for kid in kids if kid in pages))
     return NodeSpec(pages[page_id], view)
 
 
@@ -325,9 +407,11 @@ def zoom_rounds(
     max_rounds: int,
     room: Room,
     trace_limit: int = 20,
+    query: str = "",
 ) -> Generator[ModelCall | NeedPages, Any, RoundsOutcome]:
-    """Drive the rounds of one request (see the module docstring). ``max_rounds`` >= 0."""
-    setup = _Setup(tree, names, now, trace_limit, room)
+    """Drive the rounds of one request (see the module docstring). ``max_rounds`` >= 0; ``query``, the live turn's
+    text, chooses what a container opened in part shows."""
+    setup = _Setup(tree, names, now, trace_limit, room, query)
     progress = _Progress(state, steps)
     conversation = list(messages)
     round_number = 0
@@ -417,7 +501,7 @@ def _answer_zoom_calls(
         nodes = []
         for page_id in ids:
             if page_id not in rendered and page_id in pages:
-                rendered[page_id] = render_node(_node(setup.tree, trial.state, pages, page_id)).rstrip("\n")
+                rendered[page_id] = render_node(_node(setup.tree, trial.state, pages, page_id, trial.partial)).rstrip("\n")
                 nodes.append(rendered[page_id])
         content = text if not nodes else text + "\n" + "\n".join(nodes)
         results.append({"role": "tool", "tool_call_id": call.get("id", ""), "content": content})

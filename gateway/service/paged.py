@@ -99,6 +99,7 @@ class PagedChat:
             max_rounds=self._settings.max_rounds if single_choice else 0,
             room=context.room,
             trace_limit=self._settings.trace_limit,
+            query=context.query,
         )
 
     def _params(self, request: ChatRequest, context: PagedContext, call: ModelCall, stream: bool) -> dict[str, Any]:

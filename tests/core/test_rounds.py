@@ -174,6 +174,49 @@ def test_a_container_too_large_for_the_room_opens_unpacked_so_its_children_can_b
     assert outcome.state == {C: View.DETAIL}
 
 
+def _long_topic(children: int) -> tuple[PageTree, dict[str, Page], list[str]]:
+    """A container of ``children`` exchanges with long summaries; the 17th is about the kayak."""
+    kids = [f"{i:08d}f{i % 10}" for i in range(children)]
+    pages = {
+        kid: Page(kid, PageType.ORIGINAL, NOW, f"exchange {i}: " + ("about the kayak paddle. " if i == 17 else "about the garden. ") * 40,
+                  f"summary {i}: " + ("the kayak paddle is carbon. " if i == 17 else "the garden needs water. ") * 12, ("kw",), 300)
+        for i, kid in enumerate(kids)
+    }
+    pages[C] = Page(C, PageType.CONSOLIDATED, NOW, "the whole topic. " * 2000, "garden and kayak", ("kw",), 12000, tuple(kids))
+    return PageTree((C,), {C: tuple(kids)}, frozenset({C})), pages, kids
+
+
+def test_a_container_whose_unpacked_node_does_not_fit_shows_its_best_matching_children_and_lists_the_others() -> None:
+    tree, pages, kids = _long_topic(40)
+    room = Room(3700, len)  # characters: room for the others' lines and a child's Summary node or two
+    gen = zoom_rounds(START, tree=tree, state={}, steps=(), names=NAMES, now=NOW, max_rounds=3, room=room, query="what is the kayak paddle made of?")
+    calls, _, outcome = drive(gen, [assistant(call("pcp_consult", {"reason": "the paddle", "ids": [C]})), assistant(content="carbon")], pages)
+    result = calls[1].messages[-1]["content"]
+    node = result[result.index("<Node"):]
+    assert 'view="Unpacked"' in node and f'<Node id="{kids[17]}" type="Original" view="Summary"' in node  # the one asked about
+    assert 1 <= node.count('view="Summary"') < 5
+    assert all(f"[{kid}] summary {i}: the garden" in result or f'<Node id="{kid}"' in node for i, kid in enumerate(kids))  # the others listed
+    # what the node and its list cost (the tool result's other lines, its nudges, are not counted, as before)
+    assert len(result[result.index(f"{C}: 1 of") if f"{C}: 1 of" in result else result.index(f"{C}: 2 of"):]) <= 3700
+    assert outcome.state[C] is View.UNPACKED
+    # unbounded, the Unpacked node alone was four times the room
+    assert len(render_node(NodeSpec(pages[C], View.UNPACKED, tuple(NodeSpec(pages[k], View.SUMMARY) for k in kids)))) > 4 * 3700
+    # a listed child is one Consult away
+    gen = zoom_rounds(START, tree=tree, state=outcome.state, steps=(), names=NAMES, now=NOW, max_rounds=3, room=Room(10**6, len))
+    calls, _, outcome = drive(gen, [assistant(call("pcp_consult", {"reason": "r", "ids": [kids[3]]})), assistant(content="ok")], pages)
+    assert f'<Node id="{kids[3]}" type="Original" view="Detail"' in calls[1].messages[-1]["content"]
+
+
+def test_with_no_room_a_container_shows_one_child_and_lists_the_others_by_id_alone() -> None:
+    tree, pages, kids = _long_topic(40)
+    gen = zoom_rounds(START, tree=tree, state={}, steps=(), names=NAMES, now=NOW, max_rounds=3, room=Room(0, len), query="the kayak paddle")
+    calls, _, _ = drive(gen, [assistant(call("pcp_consult", {"reason": "r", "ids": [C]})), assistant(content="ok")], pages)
+    result = calls[1].messages[-1]["content"]
+    assert result.count('view="Summary"') == 1 and f'<Node id="{kids[17]}"' in result
+    assert f"[{kids[0]}]\n[{kids[1]}]" in result  # ids without their summaries' leads
+    assert len(result) < 1200 + len(render_node(NodeSpec(pages[kids[17]], View.SUMMARY)))
+
+
 def test_no_page_opens_past_the_models_window_not_even_a_rounds_first() -> None:
     room = Room(0, len, window=node_tokens(A) - 1)
     calls, _, outcome = drive(rounds(room=room), [assistant(call("pcp_consult", {"reason": "r", "ids": [A]})), assistant(content="ok")])

@@ -19,6 +19,7 @@ import pytest
 import yaml
 from lxml import etree
 
+from gateway.core import TokenCounter
 from gateway.core.blocks import split_blocks
 from gateway.core.pages import page_id
 
@@ -196,6 +197,47 @@ def test_a_question_about_one_exchange_of_a_topic_gets_that_exchange_and_consult
     assert f"unpacked {container['id']}" in tool["content"] and f'id="{opened[0]}" type="Original" view="Detail"' in tool["content"]
     views = settled(consolidating, thread)["views"]
     assert views.get(container["id"]) == "Unpacked" and views.get(opened[0]) == "Detail"
+
+
+def test_consulting_a_long_topic_at_a_small_budget_opens_it_in_part_within_the_budget(
+    consolidating: GatewayProcess, upstream: FakeUpstream
+) -> None:
+    if "summarizer" in consolidating.config["pcp"].get("summarizer_model", ""):
+        pytest.skip("a summarizer's consolidated account is short; the extractive one keeps every exchange")
+    thread = "long-topic-" + uuid.uuid4().hex[:8]
+    reply = ("Keep the starter at room temperature and feed it flour and water in equal weights every day; "
+             "discard half before each feeding so the jar does not overflow and the acidity stays balanced. ") * 3
+    questions = [f"How should I look after my sourdough starter on day {day} of the first month?" for day in range(1, 31)]
+    questions[20] = "What temperature should the sourdough starter sit at when the kitchen is cold in winter?"
+    messages = exchanges(questions, reply) + [{"role": "user", "content": "/save"}]
+    client(consolidating, thread).chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+    data = settled(consolidating, thread)
+    container = max(data["pages"], key=lambda root: len(root.get("children", [])))
+    assert len(container["children"]) >= 20, json.dumps(data)[:2000]
+    later = exchanges(["Which running shoes suit a marathon beginner?", "How many rest days a week should I take?"])
+    question = [*messages[:-1], *later, {"role": "user", "content": "What did you say about a cold kitchen in winter?"}]
+    budget = 1000
+
+    def consult_the_container(recorded: Recorded) -> Response:
+        return Reply(content=None, tool_calls=[ToolCall("pcp_consult", json.dumps({"reason": "the cold kitchen", "ids": [container["id"]]}))])
+
+    upstream.script(consult_the_container, Reply(content="keep it warm"))
+    raw = client(consolidating, thread, **{"X-PCP-Budget": str(budget)}).chat.completions.with_raw_response.create(model="fake-model", messages=question)  # type: ignore[arg-type]
+    assert raw.parse().choices[0].message.content == "keep it warm"
+    first, second = [r.body or {} for r in upstream.chat_requests if (r.body or {}).get("model") == "fake-model"][-2:]
+    counter = TokenCounter()
+    assert counter.count_messages(first["messages"]) <= budget
+    tool = next(m for m in second["messages"] if m["role"] == "tool")["content"]
+    shown = re.findall(r'<Node id="([0-9a-f]+)" type="Original" view="Summary"', tool)
+    listed = re.findall(r"^\[([0-9a-f]+)\]", tool, re.M)
+    children = [c["id"] for c in container["children"]]
+    # the exchange the question is about is shown and every other one is a Consult away; the round goes beyond the
+    # budget by the call, its answer's lines and one child's node (opened whole, the topic was over four budgets)
+    winter = next(c["id"] for c in container["children"] if "cold in winter" in c["summary"])
+    assert winter in shown and sorted(shown + listed) == sorted(children), tool
+    one_child = max(counter.count(m.group(0)) for m in re.finditer(r'<Node id="[0-9a-f]+" type="Original".*?</Node>', tool, re.S))
+    assert counter.count_messages(second["messages"]) <= budget + one_child + 10 * len(children) + 150, tool
+    assert container["tokens"] > 4 * budget
 
 
 def _zoom_to_an_original(start: str) -> Callable[[Recorded], Response]:
