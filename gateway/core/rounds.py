@@ -37,8 +37,8 @@ pages it does not open are answered "not opened" and stay as they were: a small 
 once then reads the one it named first, not seven pages it cannot tell apart. A container too large for the room
 opens in the smallest of its views that fits, down to its Unpacked node in part: the children that best match the
 query and the Consult's reason as nodes, the others listed by id, one Consult away; when nothing fits, that node
-with one child is the page the round adds beyond the budget (a topic of 30 long exchanges: ~400 tokens, against
-~4,400 in Detail).
+with one child is the page the round adds beyond the budget (a topic of 30 exchanges with ~140-token replies:
+~520 tokens of tool result, against ~4,100 in Detail).
 """
 
 from __future__ import annotations
