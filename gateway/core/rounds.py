@@ -38,7 +38,10 @@ once then reads the one it named first, not seven pages it cannot tell apart. A 
 opens in the smallest of its views that fits, down to its Unpacked node in part: the children that best match the
 query and the Consult's reason as nodes, the others listed by id, one Consult away; when nothing fits, that node
 with one child is the page the round adds beyond the budget (a topic of 30 exchanges with ~140-token replies:
-~520 tokens of tool result, against ~4,100 in Detail).
+~520 tokens of tool result, against ~4,100 in Detail). Nor does an exchange larger than the request's budget
+(``Room.page``: a pasted log, a whole file) open whole: it opens in part, as much as the budget holds of its
+messages, lines or sentences that match the query and the Consult's reason, with ``…`` for the rest; consulted
+again in the same request, it opens whole.
 """
 
 from __future__ import annotations
@@ -46,10 +49,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from gateway.core.excerpt import excerpt_options, leading_options, units_of
 from gateway.core.extract import lead_text
 from gateway.core.lexical import bm25, term_counts, terms
 from gateway.core.pages import Page
@@ -79,11 +83,14 @@ class Room:
     """What a request's Consults may open beyond its first round: ``tokens`` of rendered nodes (the budget less the
     first round's prompt), each counted with ``count``. ``window``, when the model's is known, is what its window
     leaves beyond the first round: no page opens past it, not even a round's first (the upstream would refuse the
-    whole request)."""
+    whole request). ``page``, when set, bounds what a round's first page adds: a page whose Detail is larger than
+    that opens in part (:func:`_excerpted`)."""
 
     tokens: int
     count: Callable[[str], int]
     window: int | None = None
+    # the most one opening adds when it does not fit (the request's budget): an exchange longer opens in part
+    page: int | None = None
 
 
 @dataclass(frozen=True)
@@ -139,9 +146,13 @@ class _Progress:
     spent: int = 0  # tokens of the nodes Consult opened during this request
     # containers opened Unpacked in part (see _in_part): the children shown as nodes, the others listed by id
     partial: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # pages opened in Detail in part (see _excerpted): the text their node shows
+    excerpted: dict[str, str] = field(default_factory=dict)
 
     def copy(self) -> _Progress:
-        return _Progress(self.state, self.steps, dict(self.touched), dict(self.opened), self.spent, dict(self.partial))
+        return _Progress(
+            self.state, self.steps, dict(self.touched), dict(self.opened), self.spent, dict(self.partial), dict(self.excerpted)
+        )
 
 
 class _Unloaded(Exception):
@@ -275,16 +286,25 @@ def _consult_within(args: ZoomArgs, setup: _Setup, progress: _Progress, gate: _G
     for page_id in dict.fromkeys(args.ids):
         step = consult(state, setup.tree, [page_id])
         listed: list[str] = []
+        whole = page_id in progress.excerpted  # asked again: the rest of a page opened in part
+        if whole:
+            step = ZoomResult(state, (page_id,), (f"{page_id}: the whole text",))
         if gate.pages is not None and page_id in step.changed:
             left = setup.room.tokens - progress.spent
             cost = _cost(setup, gate, step.state, page_id)
             if cost > left and setup.tree.kids(page_id):
                 step, cost, listed = _opening(setup, gate, progress, step, cost, page_id, left, args.reason)
+            elif not whole and setup.room.page is not None and cost > max(left, setup.room.page) and view_of(step.state, page_id) is View.DETAIL:
+                cost, listed = _excerpted(setup, gate, progress, page_id, max(left, setup.room.page), args.reason, cost)
             spent = progress.spent + cost
             if (gate.opened_any and spent > setup.room.tokens) or (setup.room.window is not None and spent > setup.room.window):
                 progress.partial.pop(page_id, None)
+                if not whole:
+                    progress.excerpted.pop(page_id, None)
                 declined.append(page_id)
                 continue
+            if whole:
+                del progress.excerpted[page_id]
             progress.spent += cost
             gate.opened_any = True
         state = step.state
@@ -315,6 +335,33 @@ def _opening(
     return unpacked, part, listed
 
 
+def _excerpted(
+    setup: _Setup, gate: _Gate, progress: _Progress, page_id: str, bound: int, reason: str, cost: int
+) -> tuple[int, list[str]]:
+    """How an exchange whose Detail node, at ``cost``, is larger than ``bound`` opens: in part, its messages, lines
+    or sentences that match the query and the Consult's reason (:func:`gateway.core.excerpt.excerpt_options`; its
+    opening ones when none match), as many as fit ``bound`` (the smallest such excerpt when none does), ``…`` for
+    the rest; a second Consult of the page in the same request opens it whole. Its cost and the line that says so,
+    kept in ``progress``; or the whole page's when no excerpt is smaller."""
+    assert gate.pages is not None
+    page = gate.pages[page_id]
+    count = setup.room.count
+    units = units_of(page.content, count)
+    weights = dict.fromkeys(terms(f"{setup.query}\n{reason}"), 1.0)
+    options = [o for o in excerpt_options(units, weights, count) or leading_options(units, count) if o.tokens < page.tokens]
+    if not options:
+        return cost, []
+    tags = count(render_node(NodeSpec(replace(page, content=""), View.DETAIL)))
+    fitting = [o for o in options if tags + o.tokens <= bound] or options[:1]
+    text = fitting[-1].text
+    part = count(render_node(NodeSpec(replace(page, content=text), View.DETAIL)))
+    if part >= cost:
+        return cost, []
+    progress.excerpted[page_id] = text
+    note = f"{page_id}: shown in part, what matches the Query (… marks what is left out); Consult {page_id} again to read all of it"
+    return part, [note]
+
+
 LISTED_LEAD = 80  # characters of a child's summary on its line when an Unpacked node lists it instead of showing it
 
 
@@ -343,10 +390,10 @@ def _in_part(
         order = tuple(kid for kid in kids if kid in shown)  # the node shows them in conversation order
         rest = [kid for kid in kids if kid not in shown]
         listing = [head.format(len(order)) + "\n" + "\n".join(lines[kid] if full else f"[{kid}]" for kid in rest)] if rest else []
-        node = render_node(_node(setup.tree, state, pages, page_id, {page_id: order}))
+        node = render_node(_node(setup.tree, state, pages, page_id, _Progress(state, (), partial={page_id: order})))
         return order, listing, count(node) + sum(count(text) + 1 for text in listing)
 
-    wrapper = count(render_node(_node(setup.tree, state, pages, page_id, {page_id: ()})))
+    wrapper = count(render_node(_node(setup.tree, state, pages, page_id, _Progress(state, (), partial={page_id: ()}))))
     shown = best[:1]
     estimate = wrapper + count(head) + 1 + nodes[best[0]] + sum(line_cost[kid] for kid in best[1:])
     for kid in best[1:]:
@@ -386,13 +433,16 @@ def _needed(tree: PageTree, state: ViewState, ids: Sequence[str]) -> tuple[str, 
 
 
 def _node(
-    tree: PageTree, state: ViewState, pages: Mapping[str, Page], page_id: str, partial: Mapping[str, Sequence[str]] | None = None
+    tree: PageTree, state: ViewState, pages: Mapping[str, Page], page_id: str, progress: _Progress | None = None
 ) -> NodeSpec:
-    """``page_id``'s node in ``state``; an Unpacked container in ``partial`` shows only the children it names."""
+    """``page_id``'s node in ``state``; with ``progress``, a container it opened in part shows only the children it
+    chose, and a page it opened in part, in Detail, the text it chose."""
     view = view_of(state, page_id)
     if view is View.UNPACKED:  # a child deleted from the store since the context was built is left out
-        kids = partial.get(page_id, tree.kids(page_id)) if partial else tree.kids(page_id)
-        return NodeSpec(pages[page_id], view, tuple(_node(tree, state, pages, kid, partial) for kid in kids if kid in pages))
+        kids = progress.partial.get(page_id, tree.kids(page_id)) if progress else tree.kids(page_id)
+        return NodeSpec(pages[page_id], view, tuple(_node(tree, state, pages, kid, progress) for kid in kids if kid in pages))
+    if progress and view is View.DETAIL and page_id in progress.excerpted:
+        return NodeSpec(replace(pages[page_id], content=progress.excerpted[page_id]), view)
     return NodeSpec(pages[page_id], view)
 
 
@@ -501,7 +551,7 @@ def _answer_zoom_calls(
         nodes = []
         for page_id in ids:
             if page_id not in rendered and page_id in pages:
-                rendered[page_id] = render_node(_node(setup.tree, trial.state, pages, page_id, trial.partial)).rstrip("\n")
+                rendered[page_id] = render_node(_node(setup.tree, trial.state, pages, page_id, trial)).rstrip("\n")
                 nodes.append(rendered[page_id])
         content = text if not nodes else text + "\n" + "\n".join(nodes)
         results.append({"role": "tool", "tool_call_id": call.get("id", ""), "content": content})

@@ -73,7 +73,8 @@ class PagedContext:
     history_tokens: int
     over_budget: bool
     ceiling: int  # what the request may fill up to: the budget, or its client's own parts and the history's floor
-    room: Room  # what the Consults of later rounds may open: what the first round left of its ceiling (or window)
+    room: Room  # what the Consults of later rounds may open: what the first round left of its ceiling (or window), and
+    # at most its limit in one page
     query: str = ""  # the live turn's text: what a container a Consult opens in part shows first
     router_ms: float = 0.0
     added: tuple[str, ...] = ()
@@ -248,7 +249,9 @@ class ContextBuilder:
             history_tokens=history_tokens,
             over_budget=fit.total_tokens > min(budget, limit),  # the ceiling is never below the budget
             ceiling=ceiling,
-            room=Room(max(0, limit - fit.total_tokens), counter.count, None if window is None else max(0, window - fit.total_tokens)),
+            room=Room(
+                max(0, limit - fit.total_tokens), counter.count, None if window is None else max(0, window - fit.total_tokens), page=limit
+            ),
             query=query,
             router_ms=fitted.router_ms,
             added=tuple(added),

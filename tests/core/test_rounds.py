@@ -219,6 +219,28 @@ def test_with_no_room_a_container_shows_one_child_and_lists_the_others_by_id_alo
     assert len(result) < 1200 + len(render_node(NodeSpec(pages[kids[17]], View.SUMMARY)))
 
 
+def test_an_exchange_larger_than_the_budget_opens_in_part_and_whole_when_consulted_again() -> None:
+    log = "\n".join(f"line {i}: worker {i % 7} polled the queue and found nothing to do" for i in range(300))
+    content = f"user: why does the deploy hang? here is the log\n{log}\nline 300: ERROR disk quota exceeded on /var/cache\nassistant: The disk is full."
+    big = Page(A, PageType.ORIGINAL, NOW, content, "the deploy hangs", ("kw",), 6000)
+    pages = {**PAGES, A: big}
+    room = Room(0, len, page=2000)  # characters: the first round left nothing, and one page may add 2,000
+    gen = zoom_rounds(START, tree=FLAT, state={}, steps=(), names=NAMES, now=NOW, max_rounds=3, room=room, query="which error made the deploy hang?")
+    ask = assistant(call("pcp_consult", {"reason": "the error in the log", "ids": [A]}))
+    calls, _, outcome = drive(gen, [ask, ask, assistant(content="the disk quota")], pages)
+    first = calls[1].messages[-1]["content"]
+    node = first[first.index("<Node"):]
+    assert f"{A}: shown in part" in first and "ERROR disk quota exceeded" in node and "…" in node
+    assert len(node) <= 2000 < len(render_node(NodeSpec(big, View.DETAIL)))
+    second = calls[2].messages[-1]["content"]
+    assert f"{A}: the whole text" in second and second.count("worker 3 polled") == 43  # all of it
+    assert outcome.state == {A: View.DETAIL} and [s.target for s in outcome.steps] == [A, A]
+    # without a bound (no budget known), it opens whole at once, as the round's first page always did
+    gen = zoom_rounds(START, tree=FLAT, state={}, steps=(), names=NAMES, now=NOW, max_rounds=3, room=Room(0, len), query="which error?")
+    calls, _, _ = drive(gen, [ask, assistant(content="ok")], pages)
+    assert calls[1].messages[-1]["content"].count("worker 3 polled") == 43
+
+
 def test_no_page_opens_past_the_models_window_not_even_a_rounds_first() -> None:
     room = Room(0, len, window=node_tokens(A) - 1)
     calls, _, outcome = drive(rounds(room=room), [assistant(call("pcp_consult", {"reason": "r", "ids": [A]})), assistant(content="ok")])

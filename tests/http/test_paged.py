@@ -16,6 +16,8 @@ import pytest
 from lxml import etree
 
 from gateway.core import TokenCounter
+from gateway.core.blocks import split_blocks
+from gateway.core.pages import page_id
 from tests.support.fake_upstream import FakeUpstream, Recorded, Reply, ToolCall, Usage
 from tests.support.gateway_process import GatewayProcess, gateway_config
 
@@ -209,6 +211,32 @@ def test_a_consult_opens_only_what_the_budget_left_and_the_first_page_it_names(p
     assert len(asked) == 6 and opened == asked[:1]
     assert f"{', '.join(asked[1:])}: not opened." in result
     assert TokenCounter().count_messages(first.body["messages"]) <= 900
+
+
+def test_a_pasted_log_larger_than_the_budget_opens_in_part_then_whole_when_consulted_again(paged: GatewayProcess, upstream: FakeUpstream) -> None:
+    log = "\n".join(f"12:{i // 60:02d}:{i % 60:02d} worker-{i % 7} polled the queue: nothing to do" for i in range(400))
+    messages = conversation(6)
+    messages[3:3] = [
+        {"role": "user", "content": f"The deploy hangs. Here is the whole log:\n{log}\n12:07:00 worker-3 ERROR disk quota exceeded on /var/cache"},
+        {"role": "assistant", "content": "The cache volume is full: clear /var/cache and raise its quota."},
+    ]
+    messages = _ask(messages, "What was the error that made the deploy hang?")
+    budget = 1000
+    assert TokenCounter().count(log) > 4 * budget
+    target = next(page_id(b.text) for b in split_blocks(messages[:-1]).blocks if "The deploy hangs" in b.text)
+    consult = Reply(content=None, tool_calls=[ToolCall("pcp_consult", json.dumps({"reason": "the error", "ids": [target]}))])
+    upstream.script(consult, consult, Reply(content="disk quota"))
+    raw = _client(paged, _thread(), **{"X-PCP-Budget": str(budget)}).chat.completions.with_raw_response.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+    assert raw.parse().choices[0].message.content == "disk quota" and raw.headers["x-pcp-rounds"] == "3"
+    first, second, third = (r.body or {} for r in upstream.chat_requests[-3:])
+    counter = TokenCounter()
+    assert counter.count_messages(first["messages"]) <= budget
+    # the Consult adds at most a budget: the lines that hold the error, the rest marked as left out
+    part = second["messages"][-1]["content"]
+    assert "shown in part" in part and "ERROR disk quota exceeded" in part and "…" in part
+    assert counter.count_messages(second["messages"]) <= counter.count_messages(first["messages"]) + budget + 100
+    # asked again in the same request, the page opens whole
+    assert "the whole text" in third["messages"][-1]["content"] and log in third["messages"][-1]["content"]
 
 
 def test_a_consult_never_opens_a_page_past_the_models_window(paged: GatewayProcess, upstream: FakeUpstream) -> None:
