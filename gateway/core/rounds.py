@@ -278,7 +278,8 @@ def _consult_within(args: ZoomArgs, setup: _Setup, progress: _Progress, gate: _G
     opens one level deeper, Unpacked (its children's summaries, each of which the model may consult), when that
     is smaller: otherwise a container of a long topic, the round's first page, would bring all of it at once. An
     Unpacked node that does not fit either shows only the children that match the query and the Consult's reason
-    best, as many as fit, and lists the others by id (:func:`_in_part`)."""
+    best, as many as fit, and lists the others by id (:func:`_in_part`). An exchange larger than ``Room.page`` opens
+    in part (:func:`_excerpted`), and whole when the Consult names it again."""
     state = progress.state
     changed: list[str] = []
     messages: list[str] = []
@@ -286,24 +287,24 @@ def _consult_within(args: ZoomArgs, setup: _Setup, progress: _Progress, gate: _G
     for page_id in dict.fromkeys(args.ids):
         step = consult(state, setup.tree, [page_id])
         listed: list[str] = []
-        whole = page_id in progress.excerpted  # asked again: the rest of a page opened in part
-        if whole:
+        again = page_id in progress.excerpted  # asked again: the rest of a page opened in part
+        if again:
             step = ZoomResult(state, (page_id,), (f"{page_id}: the whole text",))
         if gate.pages is not None and page_id in step.changed:
             left = setup.room.tokens - progress.spent
             cost = _cost(setup, gate, step.state, page_id)
             if cost > left and setup.tree.kids(page_id):
                 step, cost, listed = _opening(setup, gate, progress, step, cost, page_id, left, args.reason)
-            elif not whole and setup.room.page is not None and cost > max(left, setup.room.page) and view_of(step.state, page_id) is View.DETAIL:
+            elif not again and setup.room.page is not None and cost > max(left, setup.room.page) and view_of(step.state, page_id) is View.DETAIL:
                 cost, listed = _excerpted(setup, gate, progress, page_id, max(left, setup.room.page), args.reason, cost)
             spent = progress.spent + cost
             if (gate.opened_any and spent > setup.room.tokens) or (setup.room.window is not None and spent > setup.room.window):
                 progress.partial.pop(page_id, None)
-                if not whole:
+                if not again:
                     progress.excerpted.pop(page_id, None)
                 declined.append(page_id)
                 continue
-            if whole:
+            if again:
                 del progress.excerpted[page_id]
             progress.spent += cost
             gate.opened_any = True
@@ -369,8 +370,7 @@ def _in_part(
     setup: _Setup, gate: _Gate, state: ViewState, page_id: str, kids: Sequence[str], left: int, reason: str
 ) -> tuple[tuple[str, ...], list[str], int]:
     """How to open the container ``page_id`` Unpacked within ``left`` tokens, ``kids`` its loaded children (one at
-    least): the children it shows as nodes (at
-    least the best one), the text that lists the others (``[id]`` and the lead of each one's summary, or the ids
+    least): the children it shows as nodes (at least the best one), the text that lists the others (``[id]`` and the lead of each one's summary, or the ids
     alone when even the best child and those lines do not fit), and what the two cost together. Children are shown
     best first by BM25 of the query and the Consult's reason over their text, so the node holds what the model
     was looking for and every other child stays one Consult away."""
