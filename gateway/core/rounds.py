@@ -53,9 +53,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from gateway.core.excerpt import excerpt_options, leading_options, units_of
-from gateway.core.extract import lead_text
-from gateway.core.lexical import bm25, term_counts, terms
+from gateway.core.in_part import container_in_part, exchange_in_part
 from gateway.core.pages import Page
 from gateway.core.render import NodeSpec, render_node
 from gateway.core.tools import ToolArgError, ZoomArgs, completed_json, parse_zoom_arguments
@@ -144,15 +142,13 @@ class _Progress:
     touched: dict[str, None] = field(default_factory=dict)
     opened: dict[str, None] = field(default_factory=dict)  # pages Consult opened during this request
     spent: int = 0  # tokens of the nodes Consult opened during this request
-    # containers opened Unpacked in part (see _in_part): the children shown as nodes, the others listed by id
+    # containers opened Unpacked in part (see gateway.core.in_part): the children shown as nodes, the others listed by id
     partial: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # pages opened in Detail in part (see _excerpted): the text their node shows
     excerpted: dict[str, str] = field(default_factory=dict)
 
     def copy(self) -> _Progress:
-        return _Progress(
-            self.state, self.steps, dict(self.touched), dict(self.opened), self.spent, dict(self.partial), dict(self.excerpted)
-        )
+        return replace(self, touched=dict(self.touched), opened=dict(self.opened), partial=dict(self.partial), excerpted=dict(self.excerpted))
 
 
 class _Unloaded(Exception):
@@ -277,9 +273,8 @@ def _consult_within(args: ZoomArgs, setup: _Setup, progress: _Progress, gate: _G
     opened page always); the result of those opened, and the ids declined. A container whose Detail does not fit
     opens one level deeper, Unpacked (its children's summaries, each of which the model may consult), when that
     is smaller: otherwise a container of a long topic, the round's first page, would bring all of it at once. An
-    Unpacked node that does not fit either shows only the children that match the query and the Consult's reason
-    best, as many as fit, and lists the others by id (:func:`_in_part`). An exchange larger than ``Room.page`` opens
-    in part (:func:`_excerpted`), and whole when the Consult names it again."""
+    Unpacked node that does not fit either opens in part (:func:`_opening`). An exchange larger than ``Room.page``
+    opens in part too (:func:`_excerpted`), and whole when a Consult names it again."""
     state = progress.state
     changed: list[str] = []
     messages: list[str] = []
@@ -319,17 +314,20 @@ def _opening(
     setup: _Setup, gate: _Gate, progress: _Progress, step: ZoomResult, cost: int, page_id: str, left: int, reason: str
 ) -> tuple[ZoomResult, int, list[str]]:
     """How a container the Consult ``step`` opens, at ``cost``, and more than the ``left`` tokens, opens instead: the
-    first of its Detail node, its Unpacked node and its Unpacked node in part (:func:`_in_part`) that fits, else the
-    smallest; with the lines that list what the last one leaves out. An opening in part is kept in ``progress``."""
+    first of its Detail node, its Unpacked node and its Unpacked node in part that fits, else the smallest; with the
+    lines that list what the last one leaves out (:func:`gateway.core.in_part.container_in_part`: the children that
+    best match the query and the Consult's reason as nodes, the others by id). An opening in part is kept in
+    ``progress``."""
     unpacked, whole = step, cost  # a container the Consult changed is in Detail now, or Unpacked (it was in Detail)
     if view_of(step.state, page_id) is View.DETAIL:
         deeper = consult(step.state, setup.tree, [page_id])
         unpacked = ZoomResult(deeper.state, tuple(dict.fromkeys(step.changed + deeper.changed)), step.messages + deeper.messages)
         whole = _cost(setup, gate, unpacked.state, page_id)
-    kids = [kid for kid in setup.tree.kids(page_id) if kid in (gate.pages or {})]
+    pages = gate.pages or {}
+    kids = [pages[kid] for kid in setup.tree.kids(page_id) if kid in pages]
     if whole <= left or not kids:  # every child deleted from the store since the context was built: nothing to choose
         return (unpacked, whole, []) if whole <= cost else (step, cost, [])
-    shown, listed, part = _in_part(setup, gate, unpacked.state, page_id, kids, left, reason)
+    shown, listed, part = container_in_part(pages[page_id], kids, left, setup.room.count, f"{setup.query}\n{reason}")
     if part >= min(cost, whole):
         return (step, cost, []) if cost <= whole else (unpacked, whole, [])
     progress.partial[page_id] = shown
@@ -339,73 +337,16 @@ def _opening(
 def _excerpted(
     setup: _Setup, gate: _Gate, progress: _Progress, page_id: str, bound: int, reason: str, cost: int
 ) -> tuple[int, list[str]]:
-    """How an exchange whose Detail node, at ``cost``, is larger than ``bound`` opens: in part, its messages, lines
-    or sentences that match the query and the Consult's reason (:func:`gateway.core.excerpt.excerpt_options`; its
-    opening ones when none match), as many as fit ``bound`` (the smallest such excerpt when none does), ``…`` for
-    the rest; a second Consult of the page in the same request opens it whole. Its cost and the line that says so,
-    kept in ``progress``; or the whole page's when no excerpt is smaller."""
+    """How an exchange whose Detail node, at ``cost``, is larger than ``bound`` opens: in part
+    (:func:`gateway.core.in_part.exchange_in_part`), kept in ``progress``, with the line that says a second Consult
+    opens it whole, which a second Consult of the page in the same request does; or whole when no excerpt is smaller."""
     assert gate.pages is not None
-    page = gate.pages[page_id]
-    count = setup.room.count
-    units = units_of(page.content, count)
-    weights = dict.fromkeys(terms(f"{setup.query}\n{reason}"), 1.0)
-    options = [o for o in excerpt_options(units, weights, count) or leading_options(units, count) if o.tokens < page.tokens]
-    if not options:
+    found = exchange_in_part(gate.pages[page_id], bound, setup.room.count, f"{setup.query}\n{reason}")
+    if found is None or found[1] >= cost:
         return cost, []
-    tags = count(render_node(NodeSpec(replace(page, content=""), View.DETAIL)))
-    fitting = [o for o in options if tags + o.tokens <= bound] or options[:1]
-    text = fitting[-1].text
-    part = count(render_node(NodeSpec(replace(page, content=text), View.DETAIL)))
-    if part >= cost:
-        return cost, []
-    progress.excerpted[page_id] = text
+    progress.excerpted[page_id] = found[0]
     note = f"{page_id}: shown in part, what matches the Query (… marks what is left out); Consult {page_id} again to read all of it"
-    return part, [note]
-
-
-LISTED_LEAD = 80  # characters of a child's summary on its line when an Unpacked node lists it instead of showing it
-
-
-def _in_part(
-    setup: _Setup, gate: _Gate, state: ViewState, page_id: str, kids: Sequence[str], left: int, reason: str
-) -> tuple[tuple[str, ...], list[str], int]:
-    """How to open the container ``page_id`` Unpacked within ``left`` tokens, ``kids`` its loaded children (one at
-    least): the children it shows as nodes (at least the best one), the text that lists the others (``[id]`` and the lead of each one's summary, or the ids
-    alone when even the best child and those lines do not fit), and what the two cost together. Children are shown
-    best first by BM25 of the query and the Consult's reason over their text, so the node holds what the model
-    was looking for and every other child stays one Consult away."""
-    assert gate.pages is not None
-    pages = gate.pages
-    count = setup.room.count
-    wanted = terms(f"{setup.query}\n{reason}")
-    counts = [term_counts(f"{pages[kid].summary}\n{pages[kid].content}") for kid in kids]
-    scores = bm25(wanted, counts, [sum(c.values()) for c in counts])
-    best = [kids[i] for i in sorted(range(len(kids)), key=lambda i: -scores[i])]  # ties in conversation order
-    nodes = {kid: count(render_node(_node(setup.tree, state, pages, kid))) for kid in kids}
-    lines = {kid: f"[{kid}] {lead_text(pages[kid].summary, LISTED_LEAD)}" for kid in kids}
-    line_cost = {kid: count(text) + 1 for kid, text in lines.items()}
-    head = f"{page_id}: {{}} of its {len(kids)} pages are shown; the others, which you may Consult:"
-
-    def opening(shown: Sequence[str], full: bool) -> tuple[tuple[str, ...], list[str], int]:
-        order = tuple(kid for kid in kids if kid in shown)  # the node shows them in conversation order
-        rest = [kid for kid in kids if kid not in shown]
-        listing = [head.format(len(order)) + "\n" + "\n".join(lines[kid] if full else f"[{kid}]" for kid in rest)] if rest else []
-        node = render_node(_node(setup.tree, state, pages, page_id, _Progress(state, (), partial={page_id: order})))
-        return order, listing, count(node) + sum(count(text) + 1 for text in listing)
-
-    wrapper = count(render_node(_node(setup.tree, state, pages, page_id, _Progress(state, (), partial={page_id: ()}))))
-    shown = best[:1]
-    estimate = wrapper + count(head) + 1 + nodes[best[0]] + sum(line_cost[kid] for kid in best[1:])
-    for kid in best[1:]:
-        if estimate - line_cost[kid] + nodes[kid] > left:
-            break
-        shown.append(kid)
-        estimate += nodes[kid] - line_cost[kid]
-    chosen = opening(shown, True)
-    while chosen[2] > left and len(shown) > 1:  # the estimate adds up counts of parts: the whole may differ a little
-        shown.pop()
-        chosen = opening(shown, True)
-    return chosen if chosen[2] <= left else min(chosen, opening(shown, False), key=lambda option: option[2])
+    return found[1], [note]
 
 
 def _cost(setup: _Setup, gate: _Gate, state: ViewState, page_id: str) -> int:
