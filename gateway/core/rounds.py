@@ -401,7 +401,7 @@ def zoom_rounds(
     query: str = "",
 ) -> Generator[ModelCall | NeedPages, Any, RoundsOutcome]:
     """Drive the rounds of one request (see the module docstring). ``max_rounds`` >= 0; ``query``, the live turn's
-    text, chooses what a container opened in part shows."""
+    text, chooses what a page opened in part shows."""
     setup = _Setup(tree, names, now, trace_limit, room, query)
     progress = _Progress(state, steps)
     conversation = list(messages)

@@ -75,7 +75,7 @@ class PagedContext:
     ceiling: int  # what the request may fill up to: the budget, or its client's own parts and the history's floor
     room: Room  # what the Consults of later rounds may open: what the first round left of its ceiling (or window), and
     # at most its limit in one page
-    query: str = ""  # the live turn's text: what a container a Consult opens in part shows first
+    query: str = ""  # the live turn's text: what a page a Consult opens in part shows
     router_ms: float = 0.0
     added: tuple[str, ...] = ()
     selected_by: str = "heuristic"  # who chose the views (gateway.service.router.Selection.decided_by)
