@@ -87,7 +87,6 @@ class Room:
     tokens: int
     count: Callable[[str], int]
     window: int | None = None
-    # the most one opening adds when it does not fit (the request's budget): an exchange longer opens in part
     page: int | None = None
 
 
@@ -280,11 +279,9 @@ def _consult_within(args: ZoomArgs, setup: _Setup, progress: _Progress, gate: _G
     messages: list[str] = []
     declined: list[str] = []
     for page_id in dict.fromkeys(args.ids):
-        step = consult(state, setup.tree, [page_id])
         listed: list[str] = []
         again = page_id in progress.excerpted  # asked again: the rest of a page opened in part
-        if again:
-            step = ZoomResult(state, (page_id,), (f"{page_id}: the whole text",))
+        step = ZoomResult(state, (page_id,), (f"{page_id}: the whole text",)) if again else consult(state, setup.tree, [page_id])
         if gate.pages is not None and page_id in step.changed:
             left = setup.room.tokens - progress.spent
             cost = _cost(setup, gate, step.state, page_id)

@@ -73,8 +73,9 @@ class PagedContext:
     history_tokens: int
     over_budget: bool
     ceiling: int  # what the request may fill up to: the budget, or its client's own parts and the history's floor
-    room: Room  # what the Consults of later rounds may open: what the first round left of its ceiling (or window), and
-    # at most its limit in one page
+    # what the Consults of later rounds may open: what the first round left of its ceiling (or window); one page at
+    # most its limit
+    room: Room
     query: str = ""  # the live turn's text: what a page a Consult opens in part shows
     router_ms: float = 0.0
     added: tuple[str, ...] = ()
