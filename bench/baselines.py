@@ -147,7 +147,8 @@ class Chunk:
 
 
 def chunk_text(turns: Sequence[Turn]) -> str:
-    return "\n".join(f"{t.speaker}: {t.text}" for t in turns)
+    """The turns as ``Speaker: text`` lines (a message already written so, names in its lines, as it is)."""
+    return "\n".join(t.text if t.text.startswith(f"{t.speaker}: ") else f"{t.speaker}: {t.text}" for t in turns)
 
 
 def build_chunk(turns: list[Turn]) -> Chunk:

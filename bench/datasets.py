@@ -12,6 +12,14 @@ for it to count as kept, and to its position (for "distance back").
 * ``messaging``: the same conversations and questions, each turn split into consecutive messages of one to three
   sentences (a seeded RNG per turn chooses how many; a one-sentence turn stays one message; the photo suffix stays
   on the last piece), all of the turn's role. An evidence turn is kept when every one of its pieces is.
+* ``realtalk``: real messaging chats between two people (REALTALK, ``realtalk_dev.json.xz``), replayed as they are
+  exported: speaker_1 -> user, one message per run of one speaker's consecutive lines within a session, each line
+  ``Name: text`` (a photo as ``"<text> [shares a photo: <caption>]"``), a session dated by its
+  ``session_<N>_date_time``, the questions asked a minute after the chat's last line. An evidence line is kept when
+  its ``clean_text`` reaches the model whole.
+* ``with_names``: any shape's conversations with each message written ``Name: text`` (every line of it, as a chat
+  export writes them; the evidence texts stay without the name): memory must not depend on how a client writes
+  its lines.
 * ``longmemeval``: one conversation per question (its own history), sessions sorted by ``haystack_dates``
   (stable), roles as given; evidence = turns with ``has_answer: true``; abstention questions (``_abs``) and
   questions without evidence are left out. ``select_questions`` draws a seeded subset stratified by type.
@@ -33,7 +41,9 @@ from typing import Any
 DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
 LOCOMO_DATA = DATA_DIR / "locomo10.json"
 LONGMEMEVAL_DATA = DATA_DIR / "longmemeval_s_dev.json.xz"
+REALTALK_DATA = DATA_DIR / "realtalk_dev.json.xz"
 LOCOMO_CATEGORIES = {1: "1 multi-hop", 2: "2 temporal", 3: "3 open-domain", 4: "4 single-hop"}
+REALTALK_CATEGORIES = {1: "1 multi-hop", 2: "2 temporal", 3: "3 open-domain"}
 LONGMEMEVAL_CATEGORIES = ("single-session-user", "single-session-assistant", "single-session-preference",
                           "multi-session", "knowledge-update", "temporal-reasoning")
 SELECTION_SEED = 12
@@ -81,11 +91,12 @@ class Conversation:
 
 @dataclass
 class Dataset:
-    name: str  # locomo | messaging | longmemeval
+    name: str  # locomo | messaging | realtalk | longmemeval; locomo-names | messaging-names (`with_names`)
     title: str
     conversations: list[Conversation]
     categories: tuple[str, ...]
     note: str  # which questions count, for the report
+    names: bool = False  # whether the messages are written `Name: text`
 
 
 # --- LoCoMo ------------------------------------------------------------------------------------------------
@@ -228,6 +239,88 @@ def to_messaging(locomo: Dataset) -> Dataset:
         convs.append(Conversation(conv.id, sessions, conv.questions, evidence, conv.question_time,
                                   conv.skipped_questions))
     return Dataset("messaging", "Messaging variant of LoCoMo", convs, locomo.categories, locomo.note)
+
+
+# --- speakers' names in the lines ---------------------------------------------------------------------------
+
+
+def named_lines(speaker: str, text: str) -> str:
+    """``text`` as a chat export writes it: every line ``Name: line``."""
+    return "\n".join(f"{speaker}: {line}" for line in text.split("\n"))
+
+
+def with_names(data: Dataset) -> Dataset:
+    """``data`` with every message written ``Name: text``; the same questions, evidence texts and times."""
+    convs = [
+        Conversation(conv.id, [(when, [Turn(t.id, t.speaker, t.role, named_lines(t.speaker, t.text), t.session, t.index)
+                                       for t in turns]) for when, turns in conv.sessions],
+                     conv.questions, conv.evidence, conv.question_time, conv.skipped_questions)
+        for conv in data.conversations
+    ]
+    return Dataset(f"{data.name}-names", f"{data.title}, names in the lines", convs, data.categories, data.note,
+                   names=True)
+
+
+# --- REALTALK ----------------------------------------------------------------------------------------------
+
+
+def parse_realtalk_date(value: str) -> datetime:
+    """'30.12.2023, 00:32:20' -> 2023-12-30 00:32:20 (naive; the gateway takes naive as UTC)."""
+    return datetime.strptime(value.strip(), "%d.%m.%Y, %H:%M:%S")
+
+
+def realtalk_conversation(name: str, chat: Mapping[str, Any]) -> Conversation:
+    """One chat: a message per run of one speaker's lines in a session, its lines ``Name: text``."""
+    user = chat["name"]["speaker_1"]
+    keys = sorted((int(m.group(1)), k) for k in chat if (m := re.fullmatch(r"session_(\d+)", k)))
+    sessions: list[tuple[datetime, list[Turn]]] = []
+    evidence: dict[str, Evidence] = {}
+    index = 0
+    last = datetime.min
+    for n, key in keys:
+        messages: list[Turn] = []
+        run: list[Mapping[str, Any]] = []
+
+        def close() -> None:
+            nonlocal index
+            if not run:
+                return
+            speaker = str(run[0]["speaker"])
+            text = "\n".join(f"{speaker}: {turn_text({'text': t['clean_text'], 'blip_caption': t.get('blip_caption')})}"
+                             for t in run)
+            messages.append(Turn(str(run[0]["dia_id"]), speaker, "user" if speaker == user else "assistant", text,
+                                 len(sessions), index))
+            for t in run:
+                line = str(t["clean_text"]).strip() or turn_text({"text": "", "blip_caption": t.get("blip_caption")}).strip()
+                evidence[str(t["dia_id"])] = Evidence((line,), index)
+            index += 1
+            run.clear()
+
+        for t in chat[key]:
+            if run and t["speaker"] != run[0]["speaker"]:
+                close()
+            run.append(t)
+            last = max(last, parse_realtalk_date(t["date_time"]))
+        close()
+        if messages:
+            sessions.append((parse_realtalk_date(chat[f"{key}_date_time"]), messages))
+    questions = []
+    skipped = 0
+    for qi, qa in enumerate(chat["qa"]):
+        ids = tuple(dict.fromkeys(e.strip() for e in qa.get("evidence") or [] if e.strip() in evidence))
+        if qa.get("category") not in REALTALK_CATEGORIES or not ids:
+            skipped += 1
+            continue
+        questions.append(Question(f"{name}/q{qi}", str(qa["question"]), REALTALK_CATEGORIES[int(qa["category"])], ids))
+    return Conversation(name, sessions, questions, evidence, last + timedelta(minutes=1), skipped)
+
+
+def load_realtalk(path: Path = REALTALK_DATA) -> Dataset:
+    with lzma.open(path, "rt", encoding="utf-8") as fh:
+        chats = json.load(fh)
+    convs = [realtalk_conversation(name, chat) for name, chat in chats.items()]
+    return Dataset("realtalk", "Real messaging chats (REALTALK)", convs, tuple(REALTALK_CATEGORIES.values()),
+                   "categories 1–3; lines written `Name: text`, as exported", names=True)
 
 
 # --- LongMemEval_S -----------------------------------------------------------------------------------------

@@ -58,16 +58,19 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.baselines import COUNTER, Baselines, Outcome, content_text, judge  # noqa: E402
-from bench.datasets import (LOCOMO_DATA, LONGMEMEVAL_DATA, Conversation, Dataset, Turn,  # noqa: E402
-                            load_locomo, load_longmemeval, to_messaging)
+from bench.datasets import (LOCOMO_DATA, LONGMEMEVAL_DATA, REALTALK_DATA, Conversation, Dataset,  # noqa: E402
+                            Turn, load_locomo, load_longmemeval, load_realtalk, to_messaging, with_names)
 from bench.recall_report import (CHUNKS, CHUNKS_WITHIN, GATEWAY, RECENT, GatewayStats, section,  # noqa: E402
                                  stats_from_json, stats_to_json, summary_row, write_docs)
 
 DOCS = ROOT / "docs" / "benchmarks.md"
 MODEL = "fake-model"
-SHAPES = ("locomo", "messaging", "longmemeval")
-SHAPE_TITLES = ("LoCoMo", "Messaging variant of LoCoMo", "LongMemEval_S development questions")  # summary order
-THREAD_PREFIX = {"locomo": "locomo", "messaging": "messaging", "longmemeval": "lme"}
+SHAPES = ("locomo", "messaging", "realtalk", "longmemeval")
+SHAPE_TITLES = ("LoCoMo", "LoCoMo, names in the lines", "Messaging variant of LoCoMo",
+                "Messaging variant of LoCoMo, names in the lines", "Real messaging chats (REALTALK)",
+                "LongMemEval_S development questions")  # summary order
+THREAD_PREFIX = {"locomo": "locomo", "messaging": "messaging", "locomo-names": "locomo-names",
+                 "messaging-names": "messaging-names", "realtalk": "realtalk", "longmemeval": "lme"}
 PENDING_WAIT_S = 600
 
 
@@ -332,7 +335,10 @@ def load_shapes(names: Sequence[str], args: argparse.Namespace) -> list[Dataset]
                 locomo.conversations = locomo.conversations[: args.conversations]
                 for conv in locomo.conversations:
                     conv.questions = conv.questions[: args.questions]
-            out.append(locomo if name == "locomo" else to_messaging(locomo))
+            shape = locomo if name == "locomo" else to_messaging(locomo)
+            out.append(with_names(shape) if args.names else shape)
+        elif name == "realtalk":
+            out.append(load_realtalk(args.realtalk_data))
         else:
             out.append(load_longmemeval(args.longmemeval_data, args.questions, held_out=args.held_out))
         log(f"[{name}] loaded {len(out[-1].conversations)} conversation(s), "
@@ -369,6 +375,10 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
     parser.add_argument("--data", type=Path, default=LOCOMO_DATA, help="locomo10.json (read in place)")
     parser.add_argument("--longmemeval-data", type=Path, default=LONGMEMEVAL_DATA,
                         help="longmemeval_s_dev.json.xz (read in place)")
+    parser.add_argument("--realtalk-data", type=Path, default=REALTALK_DATA,
+                        help="realtalk_dev.json.xz (read in place)")
+    parser.add_argument("--names", action="store_true",
+                        help="LoCoMo and its messaging variant with every line written `Name: text` (as REALTALK is)")
     parser.add_argument("--pcp", action="append", default=[], metavar="KEY=VALUE",
                         help="override a pcp setting of the gateway under test (YAML value), e.g. --pcp recent_turns=1")
     parser.add_argument("--replay-cache", type=Path, default=None, metavar="DIR",

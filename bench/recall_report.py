@@ -29,6 +29,9 @@ SUMMARY_MARKERS = ("<!-- evidence-recall-summary:begin -->", "<!-- evidence-reca
 SECTION_MARKERS = {
     "locomo": ("<!-- evidence-recall:begin -->", "<!-- evidence-recall:end -->"),
     "messaging": ("<!-- evidence-recall-messaging:begin -->", "<!-- evidence-recall-messaging:end -->"),
+    "locomo-names": ("<!-- evidence-recall-locomo-names:begin -->", "<!-- evidence-recall-locomo-names:end -->"),
+    "messaging-names": ("<!-- evidence-recall-messaging-names:begin -->", "<!-- evidence-recall-messaging-names:end -->"),
+    "realtalk": ("<!-- evidence-recall-realtalk:begin -->", "<!-- evidence-recall-realtalk:end -->"),
     "longmemeval": ("<!-- evidence-recall-longmemeval:begin -->", "<!-- evidence-recall-longmemeval:end -->"),
 }
 SUMMARY_HEAD = ("| shape | questions | gateway @1k / @2k / @4k | BM25 chunks | BM25 chunks ≤256 | recent turns | "
