@@ -40,7 +40,7 @@ class Manifest:
     background_tokens: int
     terms: Mapping[str, int]
     length: int
-    anchor: str = ""
+    anchor: str = ""  # the user's words as matched (their line labels left out: gateway.service.ingest.matched_texts)
     line: LineHolds = LineHolds.LEAD  # what the page's background line carries whole
     anchor_stored: bool = True  # False: stored before manifests kept their anchor
 

@@ -39,6 +39,7 @@ from gateway.core.consolidation import (
     parse_summarizer_answer,
     summarizer_prompt,
 )
+from gateway.core.labels import label_shapes, without_labels
 from gateway.core.lexical import is_low_information, term_counts
 from gateway.core.segmentation import Buffer, Flush, FlushReason, SegmentationPolicy, SegmentBlock, admit, flush_if_idle, flush_now, with_head_summary
 from gateway.errors import GatewayError
@@ -217,7 +218,9 @@ class Consolidator:
         if vectors:
             mean = np.mean(np.stack(vectors), axis=0)
             vector = (mean / (np.linalg.norm(mean) or 1.0)).astype(np.float32)
-        return NewPage.of(page, self._count, term_counts(page.content), vector)
+        # matched without the line labels its children's lines open with (gateway.core.labels), as they are
+        matched = without_labels(page.content, label_shapes(page.content.split("\n")))
+        return NewPage.of(page, self._count, term_counts(matched), vector)
 
     async def _ask(self, messages: list[dict[str, str]], parse: Callable[[str], T | None]) -> T | None:
         model = self._settings.summarizer_model

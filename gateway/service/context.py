@@ -38,7 +38,7 @@ from gateway.core.rounds import Room, ZoomNames
 from gateway.core.tokens import REPLY_PRIMING
 from gateway.core.worth import BACKGROUND_OVERHEAD
 from gateway.service.candidate_pool import fits_whole
-from gateway.service.ingest import History, Ingestion
+from gateway.service.ingest import History, Ingestion, matched_query
 from gateway.service.page_excerpts import PageExcerpts
 from gateway.service.page_tree import open_folded_kept, visible_tree
 from gateway.service.rendering import Rendering, shown_query
@@ -216,7 +216,7 @@ class ContextBuilder:
         hopeless = fixed > limit
         equals = hopeless or fits_whole(flow.roots, manifests, limit - fixed - background_overhead - flow_overhead)
         layout = Layout(
-            thread=thread, snapshot=snapshot, query=query, ids=ids, flow=flow, folded=folded, manifests=manifests,
+            thread=thread, snapshot=snapshot, query=matched_query(query, blocks, split.tail), ids=ids, flow=flow, folded=folded, manifests=manifests,
             state=state, now=now, counter=counter, rendering=rendering, fixed=fixed, ceiling=ceiling, limit=limit,
             window=window, background_overhead=background_overhead, flow_overhead=flow_overhead, seen=seen,
             hopeless=hopeless, follows=ids[-1] if follows and ids and cut == len(blocks) else None,

@@ -22,13 +22,14 @@ from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.config import PcpSettings
 from gateway.core import Block, Page, TokenCounter, message_text, original_page, page_id
 from gateway.core.excerpt import sentences
+from gateway.core.labels import label_shapes, without_labels
 from gateway.core.lexical import term_counts
 from gateway.core.original import kept_messages
 from gateway.core.scaffolding import Layout, compile_pins, decide, scaffolding_blocks
 from gateway.errors import InvalidRequest
 from gateway.service.split_cache import Split, SplitCache
 
-__all__ = ["History", "Ingestion", "SAVE_COMMAND"]
+__all__ = ["History", "Ingestion", "SAVE_COMMAND", "matched_query", "matched_texts"]
 
 SAVE_COMMAND = "/save"
 
@@ -66,6 +67,23 @@ def _asked_at(
             when = datetime.fromtimestamp(at, now.tzinfo)
             return (when, position) if when < now else (now, -1)
     return now, -1
+
+
+def matched_texts(blocks: Sequence[Block], position: int) -> tuple[str, str]:
+    """What the block at ``position`` is matched on: its transcript and its user's words, without the line labels
+    (`gateway.core.labels`) that open the lines of its messages and its neighbours' (a speaker's name on every line)."""
+    near = blocks[max(position - 1, 0) : position + 2]
+    shapes = label_shapes(message_text(m) for b in near for m in b.messages if m.get("role") in ("user", "assistant"))
+    block = blocks[position]
+    return without_labels(block.text, shapes), without_labels(block.anchor_text, shapes)
+
+
+def matched_query(query: str, blocks: Sequence[Block], tail: Sequence[Mapping[str, Any]]) -> str:
+    """What the live turn's ``query`` is matched on: without the line labels its messages share with the last
+    exchange's (`matched_texts`)."""
+    texts = [message_text(m) for b in blocks[-1:] for m in b.messages if m.get("role") in ("user", "assistant")]
+    shapes = label_shapes([*texts, *(message_text(m) for m in tail if m.get("role") == "user")])
+    return without_labels(query, shapes)
 
 
 class Ingestion:
@@ -121,7 +139,7 @@ class Ingestion:
         """`ingest`, with the pages it stored."""
         ids = list(known_ids) if known_ids is not None else [page_id(block.text) for block in blocks]
         missing = set(snapshot.missing(ids) if snapshot is not None else await self._store.missing(thread, ids))
-        fresh: dict[str, tuple[Page, Block]] = {}
+        fresh: dict[str, tuple[Page, Block, tuple[str, str]]] = {}
         count = self._counter.count
         asked = _asked_at(blocks, ids, missing, snapshot.asked if snapshot is not None else None, now)
         for position, (block, block_id) in enumerate(zip(blocks, ids)):
@@ -130,16 +148,16 @@ class Ingestion:
                 # before it, that request's); a microsecond per position keeps them in conversation order wherever
                 # pages are sorted by time (rendering shows whole seconds)
                 moment = (asked[0] if position <= asked[1] else now) + timedelta(microseconds=position)
-                fresh[block_id] = (original_page(block, moment, count), block)
+                fresh[block_id] = (original_page(block, moment, count), block, matched_texts(blocks, position))
         entries = list(fresh.values())
-        pages = [page for page, _ in entries]
+        pages = [page for page, _, _ in entries]
         # a page where others speak too gets a second embedding, of the user's own messages, and one per sentence
         # of them when they are several: a question about the user is matched on them (gateway.service.router);
         # a fact said in passing ("by the way, I just got a smoker") is averaged away in the message's embedding
-        own = [i for i, (_, block) in enumerate(entries)
+        own = [i for i, (_, block, _) in enumerate(entries)
                if block.anchor_text and any(m.get("role") != "user" for m in block.messages)]
-        said = {i: split for i in own if len(split := sentences(entries[i][1].anchor_text)) > 1} if self._embedder else {}
-        texts = [p.content for p in pages] + [entries[i][1].anchor_text for i in own] + [t for i in said for t in said[i]]
+        said = {i: split for i in own if len(split := sentences(entries[i][2][1])) > 1} if self._embedder else {}
+        texts = [matched for _, _, (matched, _) in entries] + [entries[i][2][1] for i in own] + [t for i in said for t in said[i]]
         vectors: list[Any] = list(await self._embedder.embed(texts)) if self._embedder and pages else [None] * len(texts)
         user_vectors = dict(zip(own, vectors[len(pages):]))
         sentence_vectors: dict[int, Any] = {}
@@ -150,9 +168,9 @@ class Ingestion:
             if all(row is not None for row in rows):
                 sentence_vectors[i] = np.vstack(rows)
         new = [
-            NewPage.of(page, count, term_counts(page.content), vectors[i], block.anchor_text, kept_messages(block),
+            NewPage.of(page, count, term_counts(matched), vectors[i], anchor, kept_messages(block),
                        user_vectors.get(i), sentence_vectors.get(i))
-            for i, (page, block) in enumerate(entries)
+            for i, (page, block, (matched, anchor)) in enumerate(entries)
         ]
         added = await self._store.add_pages(thread, new, now.timestamp(), snapshot)
         stored = set(added)

@@ -37,7 +37,7 @@ class Layout:
 
     thread: ThreadKey
     snapshot: ThreadSnapshot
-    query: str
+    query: str  # the live turn's text as it is matched (its line labels left out: gateway.service.ingest.matched_query)
     ids: Sequence[str]
     flow: PageTree  # the tree the budget and the rendering work on: containers the model has not opened laid open
     folded: Mapping[str, tuple[str, ...]]  # those containers' pages

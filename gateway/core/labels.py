@@ -1,0 +1,85 @@
+"""Line labels: what a client writes at the start of every line (a speaker's name, a timestamp, a channel, a tag),
+found and set aside for matching.
+
+A chat exported or bridged from a messenger, a group chat or a roleplay front-end writes each line ``Name: text``,
+``[29/12/2023, 22:42] Name: text`` or ``<name> text``. Such a label carries no signal: it stands in every message of
+its speaker, so a word matched on it, or an embedding pulled towards it, ranks pages by who spoke rather than by
+what was said (DESIGN §2 step 5: the match must come out the same with or without it). The page keeps its text
+verbatim; only what it is matched on (its term counts, its embeddings, the user's own words) leaves labels out.
+
+A *head* is one of the parts a line may open with (after a transcript's role prefix, ``user:``): a bracketed
+``[…]`` or ``<…>``, a bare timestamp (``29/12/2023, 22:42 -``), or a short name followed by a colon (one to three
+words, no sentence punctuation). Its *shape* is the head case-folded with every digit as ``0``, so a timestamp's
+shape is the same on every line. A shape is a *label* where it opens lines of at least :data:`LABEL_MESSAGES`
+different messages close together (a message, the ones around it): a speaker's name heads each of their messages,
+while ``Tokyo: 3 days`` or ``Note:`` in one message is its own content and stays.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+
+__all__ = ["LABEL_MESSAGES", "label_shapes", "line_heads", "without_labels"]
+
+LABEL_MESSAGES = 2  # a head is a label when it opens lines of this many messages at least
+
+# a transcript's role prefix (gateway.core.messages.transcript), kept in place
+_ROLE = re.compile(r"(?:(?:user|assistant|system|developer)(?: \([^)\n]*\))?: |tool \S+ result: )")
+_HEAD = re.compile(
+    r"\s*(?:"
+    r"\[[^\]\n]{1,40}\]"  # [29/12/2023, 22:42:04], [#general]
+    r"|<[^<>\n]{1,32}>"  # <emi>
+    r"|\d{1,4}[/.:-]\d{1,2}(?:[/.:, -]+\d{1,4}){0,5}(?:\s*[-–])?(?=\s)"  # 29/12/2023, 22:42 -
+    r"|[^\W\d_][\w'’.-]{0,20}(?: [\w'’.-]{1,20}){0,2}:(?=\s)"  # Emi:, Fahim Khan:, Dr. Who:
+    r")\s*",
+    re.UNICODE,
+)
+_DIGIT = re.compile(r"\d")
+
+
+def _shape(head: str) -> str:
+    return _DIGIT.sub("0", " ".join(head.split()).casefold())
+
+
+def _role_end(line: str) -> int:
+    match = _ROLE.match(line)
+    return match.end() if match else 0
+
+
+def line_heads(line: str) -> list[tuple[str, int]]:
+    """The heads ``line`` opens with, after its role prefix if it has one: each as (shape, end offset)."""
+    found: list[tuple[str, int]] = []
+    at = _role_end(line)
+    while (match := _HEAD.match(line, at)) is not None and match.end() > at and match.end() < len(line):
+        found.append((_shape(match.group(0)), match.end()))
+        at = match.end()
+    return found
+
+
+def label_shapes(messages: Iterable[str], least: int = LABEL_MESSAGES) -> frozenset[str]:
+    """The shapes of the heads that open lines of at least ``least`` of ``messages`` (texts of messages that
+    belong together: a page's and its neighbours')."""
+    messages_with: Counter[str] = Counter()
+    for text in messages:
+        messages_with.update({shape for line in text.split("\n") for shape, _ in line_heads(line)})
+    return frozenset(shape for shape, n in messages_with.items() if n >= least)
+
+
+def without_labels(text: str, shapes: frozenset[str]) -> str:
+    """``text`` with the heads of ``shapes`` left out where they open a line (a role prefix stays): what a page
+    or a query is matched on."""
+    if not shapes:
+        return text
+    lines = text.split("\n")
+    for n, line in enumerate(lines):
+        cut = 0
+        for shape, end in line_heads(line):
+            if shape not in shapes:
+                break
+            cut = end
+        if cut:
+            start = _role_end(line)
+            lines[n] = line[:start] + line[cut:]
+    return "\n".join(lines)
