@@ -232,8 +232,9 @@ def _coverage(
     share = _weights(units, source)
     total_tokens = sum(unit.tokens * w for unit, w in zip(units, share))
     by_tokens = sum(units[i].tokens * share[i] for i in inside) / total_tokens if total_tokens else 0.0
-    every = sum(weights[t] for found in held for t in found)
-    chosen = sum(weights[t] for i in inside for t in held[i])
+    reach = _reach(held, weights)
+    every = sum(reach)
+    chosen = sum(reach[i] for i in inside)
     by_match = chosen / every if every > 0 else 0.0
     return min(max(strength * by_match + (1.0 - strength) * by_tokens, 0.0), 1.0)  # sums of floats may overshoot
 
@@ -307,11 +308,19 @@ def named_source(
 def _order(units: Sequence[Unit], held: Sequence[frozenset[str]], weights: Mapping[str, float]) -> list[int]:
     """The matching units in the order excerpts take them: the most query weight held first, then the units
     that only repeat query terms, by the weight they repeat (ties: the earlier unit)."""
-    def weight(found: Iterable[str]) -> float:
-        return sum(weights[t] for t in found)
+    own = [sum(weights[t] for t in unit.terms & weights.keys()) for unit in units]
+    reach = _reach(held, weights)
+    return sorted((i for i in range(len(units)) if own[i] > 0 or reach[i] > 0), key=lambda i: (-reach[i], -own[i], i))
 
-    own = [weight(unit.terms & weights.keys()) for unit in units]
-    return sorted((i for i, w in enumerate(own) if w > 0), key=lambda i: (-weight(held[i]), -own[i], i))
+
+NEXT_SHARE = 0.5
+
+
+def _reach(held: Sequence[frozenset[str]], weights: Mapping[str, float]) -> list[float]:
+    """The query weight each unit holds, and a share of the one before it: the answer to a matching message is
+    often the message that follows it (its reply, the next line of its burst), which need not say the query's words."""
+    own = [sum(weights[t] for t in found) for found in held]
+    return [w + NEXT_SHARE * (own[i - 1] if i else 0.0) for i, w in enumerate(own)]
 
 
 def _estimate(units: Sequence[Unit], chosen: Sequence[int]) -> int:
