@@ -67,19 +67,19 @@ def label_shapes(messages: Iterable[str], least: int = LABEL_MESSAGES) -> frozen
     return frozenset(shape for shape, n in messages_with.items() if n >= least)
 
 
-def without_labels(text: str, shapes: frozenset[str]) -> str:
-    """``text`` with the heads of ``shapes`` left out where they open a line (a role prefix stays): what a page
-    or a query is matched on."""
-    if not shapes:
+def without_labels(text: str, shapes: frozenset[str], *, roles: bool = True) -> str:
+    """``text`` with the heads of ``shapes`` left out where they open a line: what a page or a query is matched
+    on. A transcript's role prefix stays, unless ``roles`` is false (what is embedded: the gateway's own ``user:``
+    on every page is a label like any other)."""
+    if not shapes and roles:
         return text
     lines = text.split("\n")
     for n, line in enumerate(lines):
-        cut = 0
+        start = cut = _role_end(line)
         for shape, end in line_heads(line):
             if shape not in shapes:
                 break
             cut = end
-        if cut:
-            start = _role_end(line)
-            lines[n] = line[:start] + line[cut:]
+        if cut > start or (start and not roles):
+            lines[n] = (line[:start] if roles else "") + line[cut:]
     return "\n".join(lines)

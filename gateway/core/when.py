@@ -32,14 +32,20 @@ _LAST_PERIOD = re.compile(r"\blast (weekend|week|month|night)\b(?! of\b)", re.I)
 _WITHIN = re.compile(rf"\b(?:past|last) (?:{_COUNT} )?{_UNIT}\b(?! of\b)", re.I)
 _THIS = re.compile(r"\bthis (week|month|year)\b", re.I)
 _YESTERDAY = re.compile(r"\b(the day before )?yesterday\b", re.I)
-# a date written out ("before April 10, 2023", "as mentioned on 6 November", "in 2022"): the phrase is then
-# relative to that date, not to now
-_ABSOLUTE = re.compile(
-    r"\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?"
-    r"|nov(?:ember)?|dec(?:ember)?)\b\.? ?(?:\d{1,2}\b|\d{4}\b)|\b\d{1,2}(?:st|nd|rd|th)? (?:of )?(?:jan|feb|mar|apr|may|jun"
-    r"|jul|aug|sep|oct|nov|dec)[a-z]*\b|\b(?:19|20)\d\d\b|\b\d{1,4}[/-]\d{1,2}[/-]\d{1,4}\b",
-    re.I,
-)
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_MONTH = (r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?"
+          r"|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?")
+_ORDINAL = r"(\d{1,2})(?:st|nd|rd|th)?"
+# a date written out ("on 29 Dec 2023", "the 10th of February 2024", "January 6, 2024", "14.01.2024", "2024-01-14",
+# "in August 2023"); one that follows "before", "after", "since" or "until" bounds a period rather than naming a day
+_DAY_MONTH = re.compile(rf"\b{_ORDINAL} (?:of )?{_MONTH},? ?(\d{{4}})?\b", re.I)
+_MONTH_DAY = re.compile(rf"\b{_MONTH} {_ORDINAL}\b(?!:),? ?(\d{{4}})?\b", re.I)
+_DOTTED = re.compile(r"\b(\d{1,2})\.(\d{1,2})\.(\d{4})\b")
+_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+_SLASHED = re.compile(r"\b(\d{1,2})/(\d{1,2})/(\d{4})\b")
+_IN_MONTH = re.compile(rf"\b(?:in|of|during) (?:early |late |mid-?)?{_MONTH}(?: (\d{{4}}))?\b", re.I)
+_BOUND = re.compile(r"\b(?:before|after|since|until|till|by|prior to)\s+(?:the\s+)?$", re.I)
+_YEAR = re.compile(r"\b(?:19|20)\d\d\b")
 _UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
 
 
@@ -50,14 +56,67 @@ def _count(word: str | None) -> int:
     return int(word) if word.isdigit() else _NUMBERS[word]
 
 
+def _month(name: str) -> int:
+    return _MONTHS.index(name[:3].lower()) + 1
+
+
+def _day(year: int | None, month: int, day: int, today: date) -> date | None:
+    """The date, in the latest year not after ``today`` when the year is not written; None when there is none."""
+    try:
+        if year is not None:
+            return date(year, month, day)
+        found = date(today.year, month, day)
+        return found if found <= today else date(today.year - 1, month, day)
+    except ValueError:
+        return None
+
+
+def _written(text: str, today: date) -> tuple[tuple[date, date] | None, bool]:
+    """The span of the first date written out in ``text`` (a day, or a month), and whether there is one at all: a
+    day's telling is written on the day or the next; a month's in the month or the day after. A date that bounds a
+    period ("before April 10, 2023") names none."""
+    found: list[tuple[int, tuple[date, date] | None]] = []
+    for pattern, order in ((_DAY_MONTH, "dmy"), (_MONTH_DAY, "mdy"), (_DOTTED, "dmy"), (_ISO, "ymd"), (_SLASHED, "slash")):
+        for match in pattern.finditer(text):
+            a, b, c = match.groups()
+            if order == "dmy" and pattern is _DAY_MONTH:
+                day, month, year = int(a), _month(b), int(c) if c else None
+            elif order == "mdy":
+                month, day, year = _month(a), int(b), int(c) if c else None
+            elif order == "dmy":
+                day, month, year = int(a), int(b), int(c)
+            elif order == "ymd":
+                year, month, day = int(a), int(b), int(c)
+            else:  # m/d/y, unless the first can only be a day; both 12 or less: no telling which
+                first, second, year = int(a), int(b), int(c)
+                if (first <= 12) == (second <= 12):
+                    found.append((match.start(), None))
+                    continue
+                month, day = (first, second) if first <= 12 else (second, first)
+            when = _day(year, month, day, today)
+            bounded = _BOUND.search(text[: match.start()]) is not None
+            found.append((match.start(), None if when is None or bounded else (when, when + TELLING_SLACK)))
+    for match in _IN_MONTH.finditer(text):
+        month, year = _month(match.group(1)), int(match.group(2)) if match.group(2) else None
+        first = _day(year, month, 1, today)
+        if first is not None:
+            after = date(first.year + (month == 12), month % 12 + 1, 1)
+            found.append((match.start(), (first, after - timedelta(days=1) + TELLING_SLACK)))
+    if found:
+        return min(found, key=lambda item: item[0])[1], True
+    return None, _YEAR.search(text) is not None
+
+
 def named_span(text: str, now: datetime) -> tuple[date, date] | None:
     """The first and last day (inclusive, in ``now``'s calendar) on which a page telling what ``text`` asks about
-    may have been written, from the first time phrase in ``text`` that names a date relative to ``now``; ``None``
-    when it names none, only asks how long ago something was, or also writes a date out ("last week, as mentioned
-    on November 6, 2023": relative to that date)."""
-    if _ABSOLUTE.search(text):
-        return None
+    may have been written: from a date written out ("on 29 Dec 2023", "in August 2023": that day or month), else
+    from the first time phrase in ``text`` that names a date relative to ``now``; ``None`` when it names none, only
+    asks how long ago something was, bounds a period by a date ("before April 10, 2023") or writes only a year
+    (the relative phrase is then relative to that date, not to now)."""
     today = now.date()
+    written, dated = _written(text, today)
+    if dated:
+        return written
     slack = TELLING_SLACK
     if match := _AGO.search(text):
         count, unit = _count(match.group(1)), match.group(2).lower()

@@ -29,7 +29,7 @@ from gateway.core.scaffolding import Layout, compile_pins, decide, scaffolding_b
 from gateway.errors import InvalidRequest
 from gateway.service.split_cache import Split, SplitCache
 
-__all__ = ["History", "Ingestion", "SAVE_COMMAND", "matched_query", "matched_texts"]
+__all__ = ["History", "Ingestion", "Matched", "SAVE_COMMAND", "matched_query", "matched_texts"]
 
 SAVE_COMMAND = "/save"
 
@@ -69,13 +69,24 @@ def _asked_at(
     return now, -1
 
 
-def matched_texts(blocks: Sequence[Block], position: int) -> tuple[str, str]:
-    """What the block at ``position`` is matched on: its transcript and its user's words, without the line labels
-    (`gateway.core.labels`) that open the lines of its messages and its neighbours' (a speaker's name on every line)."""
+@dataclass(frozen=True)
+class Matched:
+    """What a block is matched on, without the line labels (`gateway.core.labels`) that open the lines of its
+    messages and its neighbours' (a speaker's name on every line): its transcript (counted into terms), the same
+    without the transcript's own role prefixes (embedded), and its user's words."""
+
+    transcript: str
+    embedded: str
+    anchor: str
+
+
+def matched_texts(blocks: Sequence[Block], position: int) -> Matched:
+    """What the block at ``position`` of ``blocks`` (a request's conversation, in order) is matched on."""
     near = blocks[max(position - 1, 0) : position + 2]
     shapes = label_shapes(message_text(m) for b in near for m in b.messages if m.get("role") in ("user", "assistant"))
     block = blocks[position]
-    return without_labels(block.text, shapes), without_labels(block.anchor_text, shapes)
+    return Matched(without_labels(block.text, shapes), without_labels(block.text, shapes, roles=False),
+                   without_labels(block.anchor_text, shapes))
 
 
 def matched_query(query: str, blocks: Sequence[Block], tail: Sequence[Mapping[str, Any]]) -> str:
@@ -139,7 +150,7 @@ class Ingestion:
         """`ingest`, with the pages it stored."""
         ids = list(known_ids) if known_ids is not None else [page_id(block.text) for block in blocks]
         missing = set(snapshot.missing(ids) if snapshot is not None else await self._store.missing(thread, ids))
-        fresh: dict[str, tuple[Page, Block, tuple[str, str]]] = {}
+        fresh: dict[str, tuple[Page, Block, Matched]] = {}
         count = self._counter.count
         asked = _asked_at(blocks, ids, missing, snapshot.asked if snapshot is not None else None, now)
         for position, (block, block_id) in enumerate(zip(blocks, ids)):
@@ -156,8 +167,8 @@ class Ingestion:
         # a fact said in passing ("by the way, I just got a smoker") is averaged away in the message's embedding
         own = [i for i, (_, block, _) in enumerate(entries)
                if block.anchor_text and any(m.get("role") != "user" for m in block.messages)]
-        said = {i: split for i in own if len(split := sentences(entries[i][2][1])) > 1} if self._embedder else {}
-        texts = [matched for _, _, (matched, _) in entries] + [entries[i][2][1] for i in own] + [t for i in said for t in said[i]]
+        said = {i: split for i in own if len(split := sentences(entries[i][2].anchor)) > 1} if self._embedder else {}
+        texts = [matched.embedded for _, _, matched in entries] + [entries[i][2].anchor for i in own] + [t for i in said for t in said[i]]
         vectors: list[Any] = list(await self._embedder.embed(texts)) if self._embedder and pages else [None] * len(texts)
         user_vectors = dict(zip(own, vectors[len(pages):]))
         sentence_vectors: dict[int, Any] = {}
@@ -168,9 +179,9 @@ class Ingestion:
             if all(row is not None for row in rows):
                 sentence_vectors[i] = np.vstack(rows)
         new = [
-            NewPage.of(page, count, term_counts(matched), vectors[i], anchor, kept_messages(block),
+            NewPage.of(page, count, term_counts(matched.transcript), vectors[i], matched.anchor, kept_messages(block),
                        user_vectors.get(i), sentence_vectors.get(i))
-            for i, (page, block, (matched, anchor)) in enumerate(entries)
+            for i, (page, block, matched) in enumerate(entries)
         ]
         added = await self._store.add_pages(thread, new, now.timestamp(), snapshot)
         stored = set(added)

@@ -50,12 +50,37 @@ def test_a_time_phrase_names_the_days_its_telling_was_written(text: str, now: da
         "Which lens did I buy for my camera?",
         "What is the weekly plan for next week?",
         "Remind me what the last step was",
-        # a date written out: the phrase is relative to it, not to now
+        # a date that bounds a period names no day; a relative phrase next to a date is relative to that date
         "What did Maria do last weekend before April 10, 2023?",
-        "What was Tim's writing issue last week, as mentioned on November 6, 2023?",
-        "Which country was Jolene in during the last week of August 2023?",
-        "What did Joanna finish last Friday on 23 January, 2022?",
+        "Did Vanessa take the introversion test before December 23rd, 2023?",
+        "What did I do last week in 2021?",
+        # a day and month that could be either way round
+        "What happened on 03/04/2023?",
     ],
 )
 def test_a_question_that_names_no_date_has_no_span(text: str) -> None:
     assert named_span(text, TUESDAY) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "span"),
+    [
+        # a day written out is the day its telling was written, or the day after
+        ("What did Joanna finish last Friday on 23 January, 2022?", (date(2022, 1, 23), date(2022, 1, 24))),
+        ("What was Tim's writing issue last week, as mentioned on November 6, 2023?", (date(2023, 11, 6), date(2023, 11, 7))),
+        ("What kind of pasta did Kate make on 29 Dec 2023?", (date(2023, 12, 29), date(2023, 12, 30))),
+        ("What did Kevin do on 14.01.2023?", (date(2023, 1, 14), date(2023, 1, 15))),
+        ("Where is Paola going on the 10th of February 2023?", (date(2023, 2, 10), date(2023, 2, 11))),
+        ("What movie did we watch on the 31 of December 2022?", (date(2022, 12, 31), date(2023, 1, 1))),
+        ("What did I note on 2023-05-02?", (date(2023, 5, 2), date(2023, 5, 3))),
+        ("What did I eat on 5/13/2023?", (date(2023, 5, 13), date(2023, 5, 14))),
+        # without a year: the latest such day up to today
+        ("What did we talk about on May 2nd?", (date(2023, 5, 2), date(2023, 5, 3))),
+        ("What did we talk about on June 2nd?", (date(2022, 6, 2), date(2022, 6, 3))),
+        # a month written out is its days
+        ("Which country was Jolene in during the last week of August 2022?", (date(2022, 8, 1), date(2022, 9, 1))),
+        ("What books did I start in January?", (date(2023, 1, 1), date(2023, 2, 1))),
+    ],
+)
+def test_a_date_written_out_names_the_days_its_telling_was_written(text: str, span: tuple[date, date]) -> None:
+    assert named_span(text, TUESDAY) == span
