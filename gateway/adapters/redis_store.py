@@ -337,10 +337,13 @@ class RedisStore:
         with store_errors():
             return await self._redis.get(self.keys(thread).form) is not None
 
-    async def mark_paged(self, thread: ThreadKey) -> None:
-        """Record that the thread went paged: from now on it stays paged."""
+    async def mark_paged(self, thread: ThreadKey, paged: bool = True) -> None:
+        """Record that the thread went paged: from now on it stays paged (until ``paged=False`` forgets it)."""
         with store_errors():
-            await self._redis.set(self.keys(thread).form, "paged")
+            if paged:
+                await self._redis.set(self.keys(thread).form, "paged")
+            else:
+                await self._redis.delete(self.keys(thread).form)
 
     async def layout(self, thread: ThreadKey) -> str | None:
         """The thread's last request layout as :meth:`save_layout` stored it (see :mod:`gateway.core.scaffolding`)."""

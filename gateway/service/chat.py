@@ -199,6 +199,9 @@ class ChatService:
         if not self._config.pcp.raw_form:
             return Form.PAGED, None
         paged_before = context.was_paged  # read with the rest of the thread (RedisStore.snapshot)
+        if paged_before and not context.exchanges:  # a client cleared its history (aider's /clear): start over raw
+            await self._store.mark_paged(context.thread, paged=False)
+            paged_before = False
         raw_tokens = None
         if not paged_before:  # counted as the budget counts the paged form: the model's encoding, whole messages
             raw_tokens = TokenCounter.for_model(request.model).count_messages(request.messages)
