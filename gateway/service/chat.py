@@ -7,7 +7,9 @@ history as pages, then sends it upstream in the form `gateway.core.form` chooses
 make it smaller) or paged (a Paged Context, with the zoom rounds resolved); pass-through mode
 (`X-PCP-Mode: off`, `pcp.enabled: false`, or `model_info.pcp_enabled: false`) forwards
 the request untouched and stores nothing. A user message of exactly `/save` is
-answered by the gateway itself. When Redis does not answer while a paged request is prepared, the
+answered by the gateway itself. A side request a client makes for itself (a client profile's marker,
+gateway.core.profiles: aider's history summarizer, opencode's title request) goes upstream as sent and stores
+nothing, as pass-through does (`x-pcp-side-request: <profile>`). When Redis does not answer while a paged request is prepared, the
 request is served pass-through (`x-pcp-degraded: store-unavailable`) with a warning, or refused with
 a 503 when `store.when_unavailable: error`; nothing is lost, since the next request resends the history.
 """
@@ -43,6 +45,7 @@ __all__ = ["ChatService", "Completion", "CompletionStream", "KEEPALIVE", "Commen
 log = logging.getLogger("gateway.chat")
 
 PASS_THROUGH = {"x-pcp-mode": "off", "x-pcp-form": "pass-through"}
+SIDE_REQUEST = {"x-pcp-form": "pass-through"}
 DEGRADED = {"x-pcp-form": "pass-through", "x-pcp-degraded": "store-unavailable"}
 
 
@@ -85,6 +88,7 @@ class ChatService:
         router = Router(store, embedder, upstream, config.pcp)
         self._builder = ContextBuilder(store, config.pcp, TokenCounter.for_model, upstream.context_window, router, embedder)
         self._paged = PagedChat(store, upstream, config.pcp)
+        self._markers = config.pcp.client_markers()
 
     @property
     def builder(self) -> ContextBuilder:
@@ -95,6 +99,14 @@ class ChatService:
         if request.meta.pcp_off or not self._config.pcp.enabled:
             return False
         return all(entry.model_info.get("pcp_enabled", True) is not False for entry in self._config.entries_for(request.model))
+
+    def _as_sent(self, request: ChatRequest) -> dict[str, str] | None:
+        """The headers of a request that goes upstream as sent and stores nothing: pass-through mode, or a side
+        request of a client's own (gateway.core.profiles); ``None`` for a request of the conversation."""
+        if not self._paged_mode(request):
+            return PASS_THROUGH
+        whose = self._markers.side_request(request.messages)
+        return {**SIDE_REQUEST, "x-pcp-side-request": whose} if whose else None
 
     def _thread(self, request: ChatRequest) -> tuple[ThreadKey, ChatRequest]:
         """The request's thread, and the request without `metadata.pcp_thread`."""
@@ -112,10 +124,11 @@ class ChatService:
     async def complete(self, request: ChatRequest) -> Completion:
         thread, request = self._thread(request)
         stats = request.meta.stats
-        if not self._paged_mode(request):
+        as_sent = self._as_sent(request)
+        if as_sent is not None:
             stats.form, stats.rounds = "pass-through", 1
             body = await self._upstream.complete(request.model, request.upstream_params())
-            return Completion(body=body, headers={"x-pcp-thread": thread.thread, **PASS_THROUGH})
+            return Completion(body=body, headers={"x-pcp-thread": thread.thread, **as_sent})
         now = request_time(request.meta.time, self._clock() if self._clock else None)
         if _is_save(request):
             text, headers = await self._save(request, thread, now)
@@ -140,9 +153,10 @@ class ChatService:
         thread, request = self._thread(request)
         headers["x-pcp-thread"] = thread.thread
         stats = request.meta.stats
-        if not self._paged_mode(request):
+        as_sent = self._as_sent(request)
+        if as_sent is not None:
             stats.form, stats.rounds = "pass-through", 1
-            headers.update(PASS_THROUGH)
+            headers.update(as_sent)
             async for chunk in self._upstream.stream(request.model, request.upstream_params()):
                 yield chunk
             return
