@@ -18,6 +18,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from gateway.core.profiles import PROFILES, ClientMarkers, client_markers
 from gateway.errors import ConfigError
 
 __all__ = [
@@ -133,11 +134,15 @@ class PcpSettings(_Strict):
     idle_flush_minutes: float = Field(default=30.0, gt=0)
     merge_interval_hours: float = Field(default=12.0, gt=0)
     merge_staleness_hours: float = Field(default=72.0, ge=0)
-    # regular expressions on a block's user text marking the client's scaffolding (gateway.core.scaffolding)
+    # the built-in client profiles (gateway.core.profiles), each on unless set to false here
+    profiles: dict[str, bool] = Field(default_factory=dict)
+    # markers added to the profiles': regular expressions on a block's user text marking the client's scaffolding
+    # (gateway.core.scaffolding), and on a request's first system message marking a client's side request
     pin: tuple[str, ...] = ()
     pin_preamble: tuple[str, ...] = ()
+    side_request: tuple[str, ...] = ()
 
-    @field_validator("pin", "pin_preamble")
+    @field_validator("pin", "pin_preamble", "side_request")
     @classmethod
     def _patterns_compile(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for pattern in value:
@@ -146,6 +151,20 @@ class PcpSettings(_Strict):
             except re.error as exc:
                 raise ValueError(f"{pattern!r} is not a regular expression: {exc}") from None
         return value
+
+    @field_validator("profiles")
+    @classmethod
+    def _profiles_known(cls, value: dict[str, bool]) -> dict[str, bool]:
+        known = [p.name for p in PROFILES]
+        unknown = sorted(name for name in value if name not in known)
+        if unknown:
+            raise ValueError(f"unknown client profile(s) {', '.join(unknown)}; the built-in ones are {', '.join(known)}")
+        return value
+
+    def client_markers(self) -> ClientMarkers:
+        """The client markers in force: the profiles not turned off, and this config's own markers."""
+        off = [name for name, on in self.profiles.items() if not on]
+        return client_markers(off, self.pin, self.pin_preamble, self.side_request)
 
 
 class JobSettings(_Strict):
