@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
-from annotated_types import Ge, Gt, Le, MinLen
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
@@ -114,15 +113,13 @@ def _type_name(annotation: Any) -> str:
 
 
 def _bounds(field: FieldInfo) -> str:
+    """The field's constraints (pydantic keeps them as annotated-types objects: Ge, Gt, Le, MinLen)."""
     marks = []
     for item in field.metadata:
-        if isinstance(item, Ge):
-            marks.append(f"≥ {item.ge}")
-        elif isinstance(item, Gt):
-            marks.append(f"> {item.gt}")
-        elif isinstance(item, Le):
-            marks.append(f"≤ {item.le}")
-        elif isinstance(item, MinLen) and item.min_length > 0:
+        for attribute, sign in (("ge", "≥"), ("gt", ">"), ("le", "≤")):
+            if getattr(item, attribute, None) is not None:
+                marks.append(f"{sign} {getattr(item, attribute)}")
+        if getattr(item, "min_length", 0):
             marks.append(f"at least {item.min_length}")
     return f" ({', '.join(marks)})" if marks else ""
 
