@@ -98,10 +98,10 @@ def _written(text: str, today: date) -> tuple[tuple[date, date] | None, bool]:
             found.append((match.start(), None if when is None or bounded else (when, when + TELLING_SLACK)))
     for match in _IN_MONTH.finditer(text):
         month, year = _month(match.group(1)), int(match.group(2)) if match.group(2) else None
-        first = _day(year, month, 1, today)
-        if first is not None:
-            after = date(first.year + (month == 12), month % 12 + 1, 1)
-            found.append((match.start(), (first, after - timedelta(days=1) + TELLING_SLACK)))
+        opening = _day(year, month, 1, today)
+        if opening is not None:
+            after = date(opening.year + (month == 12), month % 12 + 1, 1)
+            found.append((match.start(), (opening, after - timedelta(days=1) + TELLING_SLACK)))
     if found:
         return min(found, key=lambda item: item[0])[1], True
     return None, _YEAR.search(text) is not None
