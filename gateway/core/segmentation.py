@@ -19,9 +19,10 @@ subject than the topic. Otherwise p joins the topic. Judging p against the run i
 cosine bar, keeps the cut where the subject changes whatever the cosine scale of a chat's style (short replies,
 long ones, lower-case chatter); :class:`SegmentationPolicy` says how the numbers were measured. :func:`admit`:
 
-* a buffer without committed pages (new, after an idle gap, or pageless after a relay) commits its first page at
-  once (nothing to compare with), and so does a buffer whose committed pages are all neutral, for its first page
-  with content: that page's vector is the topic's first;
+* a buffer without committed pages (new, after an idle gap, or left pageless by a relay of :func:`flush_now`,
+  whose topic the page then continues) commits its first page at once (nothing to flush before it), and so does
+  a buffer whose committed pages are all neutral, for its first page with content (nothing to compare it with):
+  that page's vector is the topic's first;
 * a neutral page at the head of the pending window (none waits before it) is committed with the page before it;
   one that comes after a pending page waits with it and goes wherever that page goes;
 * a page **opens a new topic** (``DRIFT``): the committed pages are flushed; the new topic (``topic_id`` = the
@@ -40,14 +41,15 @@ long ones, lower-case chatter); :class:`SegmentationPolicy` says how the numbers
 
 A boundary is thus placed at the exchange where the topic changed, found W exchanges with content after it. A
 topic is decided before it relays: a page that opens a new topic never relays the old one. Each arriving page
-makes at most one more pending page decidable, so :func:`admit` returns at most one flush; it stops deciding at
-the first flush (a backlog left by a smaller ``lookahead`` than the buffer was built with drains one decision
-per page).
+makes at most one more pending page decidable, so :func:`admit` returns at most one flush. It decides every
+decidable page up to the first flush: several are decidable only when the lookahead was made smaller since the
+buffer was built, and what is left then is decided as the next pages come.
 
 :func:`flush_if_idle` flushes a buffer quiet for ``idle`` (``IDLE``) and :func:`flush_now` flushes on ``/save``
-(``SAVE``). Both flush the committed and the pending pages as one run: nothing confirmed a boundary among them.
-After ``DRIFT``, ``IDLE`` and ``SAVE`` the next buffer starts fresh; after ``SPLIT`` and ``RELAY`` it keeps the
-topic. A flush never has zero pages.
+(``SAVE``). Both flush the committed and the pending pages as one run: nothing confirmed a boundary among them,
+and no limit is judged on it (the run may pass one by the pending pages: W with content at most, and the
+neutral ones among them). After ``DRIFT``, ``IDLE`` and ``SAVE`` the next buffer starts fresh; after ``SPLIT``
+and ``RELAY`` it keeps the topic. A flush never has zero pages.
 
 The buffer's life is the table :data:`TRANSITIONS` keyed by (:class:`SegmentState`, :class:`SegmentEvent`),
 applied by :func:`next_segment_state`; its illegal moves are a page waiting in an empty buffer (a pending page
@@ -378,8 +380,7 @@ def _join(buffer: Buffer, unit: Sequence[SegmentBlock], policy: SegmentationPoli
 
 def _commit(buffer: Buffer, unit: Sequence[SegmentBlock]) -> Buffer:
     """``buffer`` with ``unit`` appended to its committed pages (no limit is checked)."""
-    step = next_segment_state(buffer.state, SegmentEvent.BLOCK_COMMITTED)
-    assert step.keep_topic
+    next_segment_state(buffer.state, SegmentEvent.BLOCK_COMMITTED)
     topic_sum = buffer.topic_sum
     for block in unit:
         if not block.neutral:
