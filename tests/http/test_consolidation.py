@@ -265,10 +265,11 @@ def test_merging_stale_containers_and_zooming_through_two_levels(fake: FakeUpstr
     )  # fmt: skip
     thread = "merge-" + uuid.uuid4().hex[:8]
     long_reply = "A long, careful answer about sourdough starters, feeding, flour and temperature. " * 6
-    messages = exchanges(SOURDOUGH * 2, reply=long_reply) + [{"role": "user", "content": "/save"}]
+    questions = [f"{q} (day {day})" for day in (1, 2) for q in SOURDOUGH]  # eight pages: two relays before /save
+    messages = exchanges(questions, reply=long_reply) + [{"role": "user", "content": "/save"}]
     with GatewayProcess(config=config, workdir=tmp_path) as gateway:
         two_days_ago = "2026-01-01T10:00:00Z"  # logical time: these pages are stale for the merge
-        client(gateway, thread, **{"X-PCP-Time": two_days_ago}).chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+        saved = client(gateway, thread, **{"X-PCP-Time": two_days_ago}).chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
         # merges are due every 1.8 s here, more often than the scheduler's idle scan (a minute): it wakes for them
         deadline = time.monotonic() + 30
         while not any(c.get("children") and c["type"] == "Consolidated" and any(g["type"] == "Consolidated" for g in c["children"]) for c in settled(gateway, thread)["pages"]):
@@ -279,7 +280,11 @@ def test_merging_stale_containers_and_zooming_through_two_levels(fake: FakeUpstr
         assert len(top) == 1 and all(c["type"] == "Consolidated" for c in top[0]["children"])
 
         upstream.script(*[_zoom_to_an_original(top[0]["id"])] * 8)
-        question = [*messages[:-1], {"role": "assistant", "content": "Saved."}, {"role": "user", "content": "What did I ask first?"}]
+        # one more exchange after /save: the one the question follows is sent verbatim, and every page of the
+        # merged topic is history (a container holding the verbatim exchange is not shown)
+        after = [{"role": "assistant", "content": saved.choices[0].message.content}, {"role": "user", "content": "Thanks, that is all for the starter."},
+                 {"role": "assistant", "content": "You're welcome."}]
+        question = [*messages, *after, {"role": "user", "content": "What did I ask first?"}]
         raw = client(gateway, thread).chat.completions.with_raw_response.create(model="fake-model", messages=question)  # type: ignore[arg-type]
         assert raw.parse().choices[0].message.content == "found it"
         # Unpacked, child Detail, child Unpacked, original Detail, then the answer (the top may start in Detail)
