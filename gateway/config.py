@@ -125,10 +125,16 @@ class PcpSettings(_Strict):
     consolidation: bool = True
     summarizer_model: str | None = None
     summarizer_timeout_ms: int = Field(default=60_000, gt=0)
-    adsorb_threshold: float = Field(default=0.35, ge=-1.0, le=1.0)  # the reason is in core.segmentation
-    # deprecated and ignored: content-free user messages ("ok", "continue") now stay in their topic, whatever
-    # their length; still accepted so that configs written for earlier versions load
+    # where a topic ends: an exchange that is drift_margin closer to the drift_lookahead exchanges after it than
+    # to its topic, and that with them resembles the topic less than drift_overlap (the reason is in core.segmentation)
+    drift_margin: float = Field(default=0.15, ge=-2.0, le=2.0)
+    drift_overlap: float = Field(default=0.25, ge=-1.0, le=1.0)
+    drift_lookahead: int = Field(default=3, ge=1)
+    # retired and ignored, still accepted so that configs written for earlier versions load (with a warning):
+    # content-free user messages ("ok", "continue") stay in their topic whatever their length; topics are no
+    # longer cut at a fixed cosine to a topic kernel (drift_* above)
     short_anchor_tokens: int | None = Field(default=None, ge=0)
+    adsorb_threshold: float | None = Field(default=None, ge=-1.0, le=1.0)
     max_processing_tokens: int = Field(default=8000, gt=0)
     container_tokens: int | None = Field(default=None, gt=0)
     idle_flush_minutes: float = Field(default=30.0, gt=0)
@@ -351,6 +357,11 @@ def parse_config(
         raise ConfigError(f"{where}: {key}: {first['msg']}") from exc
     if config.pcp.short_anchor_tokens is not None:
         log.warning("%s: pcp.short_anchor_tokens is deprecated and ignored; remove it", where)
+    if config.pcp.adsorb_threshold is not None:
+        log.warning(
+            "%s: pcp.adsorb_threshold is retired and ignored (topics are cut by pcp.drift_margin, drift_overlap and "
+            "drift_lookahead); remove it", where,
+        )
     return config
 
 

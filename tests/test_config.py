@@ -71,6 +71,16 @@ def test_the_retired_short_anchor_key_still_loads_with_a_warning(caplog: pytest.
     assert parse_config({"model_list": [MODEL]}, environ={}).pcp.short_anchor_tokens is None
 
 
+def test_the_retired_adsorb_threshold_still_loads_with_a_warning_and_the_drift_keys_replace_it(caplog: pytest.LogCaptureFixture) -> None:
+    config = parse_config({"model_list": [MODEL], "pcp": {"adsorb_threshold": 0.35}}, environ={})
+    assert "adsorb_threshold is retired and ignored" in caplog.text and "drift_margin" in caplog.text
+    assert (config.pcp.drift_margin, config.pcp.drift_overlap, config.pcp.drift_lookahead) == (0.15, 0.25, 3)
+    tuned = parse_config({"model_list": [MODEL], "pcp": {"drift_margin": 0.1, "drift_overlap": 0.3, "drift_lookahead": 2}}, environ={})
+    assert (tuned.pcp.drift_margin, tuned.pcp.drift_overlap, tuned.pcp.drift_lookahead) == (0.1, 0.3, 2)
+    with pytest.raises(ConfigError, match="pcp.drift_lookahead"):
+        parse_config({"model_list": [MODEL], "pcp": {"drift_lookahead": 0}}, environ={})
+
+
 @pytest.mark.parametrize(
     ("raw", "named"),
     [
