@@ -431,8 +431,11 @@ def test_thread_comes_from_metadata_or_a_fingerprint(paged: GatewayProcess, upst
     assert raw.headers["x-pcp-thread"] == "from-meta"
     assert "pcp_thread" not in json.dumps(upstream.chat_requests[-1].body)
     volatile = [{**messages[0], "content": "System prompt with the time 10:31 and open file a.py"}, *messages[1:]]
-    one = _client(paged).chat.completions.with_raw_response.create(model="fake-model", messages=messages).headers["x-pcp-thread"]  # type: ignore[arg-type]
-    two = _client(paged).chat.completions.with_raw_response.create(model="fake-model", messages=volatile).headers["x-pcp-thread"]  # type: ignore[arg-type]
+    # a tenant of its own: the module's other tests store the same exchanges under sk-tenant-a, which would make
+    # them claims of several threads (docs/clients.md, "Which thread a request belongs to")
+    tenant = openai.OpenAI(base_url=paged.base_url, api_key="sk-tenant-" + uuid.uuid4().hex[:8], max_retries=0)
+    one = tenant.chat.completions.with_raw_response.create(model="fake-model", messages=messages).headers["x-pcp-thread"]  # type: ignore[arg-type]
+    two = tenant.chat.completions.with_raw_response.create(model="fake-model", messages=volatile).headers["x-pcp-thread"]  # type: ignore[arg-type]
     other_tenant = openai.OpenAI(base_url=paged.base_url, api_key="sk-tenant-b", max_retries=0)
     three = other_tenant.chat.completions.with_raw_response.create(model="fake-model", messages=messages).headers["x-pcp-thread"]  # type: ignore[arg-type]
     assert one == two != three
