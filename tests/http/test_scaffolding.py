@@ -10,14 +10,11 @@ from typing import Any
 import httpx
 import openai
 import pytest
-import yaml
 
-from tests.clients.conftest import ROOT
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway_process import GatewayProcess, gateway_config
 
 BUDGET = 1400
-SHIPPED = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))["pcp"]
 Message = dict[str, Any]
 
 
@@ -43,7 +40,7 @@ def exchange(n: int) -> list[Message]:
 @pytest.fixture(scope="module")
 def gateway(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
     workdir = tmp_path_factory.mktemp("scaffolding")
-    pcp = {"budget_tokens": BUDGET, "recent_turns": 1, "pin": SHIPPED["pin"], "pin_preamble": SHIPPED["pin_preamble"], "consolidation": False}
+    pcp = {"budget_tokens": BUDGET, "recent_turns": 1, "consolidation": False}  # aider's markers are built in
     with GatewayProcess(config=gateway_config(fake.url, workdir / "data", pcp=pcp), workdir=workdir) as process:
         yield process
 
@@ -92,7 +89,8 @@ def test_without_markers_the_layout_finds_the_scaffolding_from_the_second_reques
     fake: FakeUpstream, upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     workdir = tmp_path_factory.mktemp("no-pins")
-    config = gateway_config(fake.url, workdir / "data", pcp={"budget_tokens": BUDGET, "recent_turns": 1, "consolidation": False})
+    config = gateway_config(fake.url, workdir / "data", pcp={"budget_tokens": BUDGET, "recent_turns": 1, "consolidation": False,
+                                                           "profiles": {"aider": False}})
     thread = "t-" + uuid.uuid4().hex[:12]
     system = {"role": "system", "content": "Act as an expert software developer."}
     done: list[Message] = []
