@@ -21,9 +21,11 @@ from gateway.adapters.embedded_redis import EmbeddedRedis
 from gateway.adapters.embedder import EmbedObserver, MiniLMEmbedder
 from gateway.adapters.redis_store import RedisStore, open_redis
 from gateway.adapters.response_store import ResponseStore
+from gateway.adapters.segmenter import JiebaSegmenter
 from gateway.adapters.job_queue import JobQueue
 from gateway.adapters.upstream import AttemptObserver, LiteLLMUpstream, Upstream
 from gateway.config import GatewayConfig
+from gateway.core.scripts import install_segmenter, installed_segmenter
 from gateway.adapters.rate_limit import RateLimiter
 from gateway.http.app import AppState, create_app
 from gateway.http.auth import Access
@@ -64,6 +66,8 @@ async def open_services(
     """Open the store (embedded Redis or a URL), the embedder (unless ``embed`` is false: a command that only
     reads the store; what it computes told to ``on_embed``), the upstream (its retries and fallbacks told to
     ``on_attempts``) and the consolidator."""
+    if installed_segmenter() is None:  # every process cuts Chinese alike: terms stored by one are matched by another
+        install_segmenter(JiebaSegmenter())  # loads its dictionary only when Chinese is first seen
     embedded: EmbeddedRedis | None = None
     url = redis_url_for(config)
     if url is None:
