@@ -208,10 +208,8 @@ def drop_time_phrases(text: str) -> str:
     said: matched as words, "week" and "ago" pull towards every message that mentions a week ("meal plans for the
     upcoming week"), and the message that holds the answer says "today" or nothing about time. When nothing
     informative would remain, ``text`` is returned unchanged."""
-    if _TIME_PHRASES.search(text) is None:
-        return text
     reduced = " ".join(_TIME_PHRASES.sub(" ", text).split())
-    if _SPECIAL.search(reduced) is not None:
+    if _SPECIAL.search(reduced) is not None and _TIME_PHRASES.search(text) is not None:
         reduced = _SPACE_IN_RUN.sub("", reduced)
     reduced = _SPACE_BEFORE_STOP.sub(r"\1", reduced)
     return reduced if reduced != text and words(reduced) else text
