@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from starlette.applications import Starlette
 
 from gateway.adapters.embedded_redis import EmbeddedRedis
-from gateway.adapters.embedder import EmbedObserver, MiniLMEmbedder
+from gateway.adapters.embedder import EmbedObserver, MiniLMEmbedder, OnnxEmbedder, user_embedder
+from gateway.adapters.embedding_models import user_model
 from gateway.adapters.redis_store import RedisStore, open_redis
 from gateway.adapters.response_store import ResponseStore
 from gateway.adapters.segmenter import JiebaSegmenter
@@ -53,9 +54,16 @@ class Services:
 
     store: RedisStore
     upstream: Upstream
-    embedder: MiniLMEmbedder | None
+    embedder: OnnxEmbedder | None
     consolidator: Consolidator | None
     queue: JobQueue
+
+
+def embedder_for(config: GatewayConfig, on_embed: EmbedObserver | None = None) -> OnnxEmbedder:
+    """The shipped model, or the one `pcp.embedding_model` points at (a ConfigError when it is no model)."""
+    if config.pcp.embedding_model is None:
+        return MiniLMEmbedder(quantized=config.pcp.embedding_int8, on_embed=on_embed)
+    return user_embedder(user_model(config.pcp.embedding_model), quantized=config.pcp.embedding_int8, on_embed=on_embed)
 
 
 @asynccontextmanager
@@ -75,7 +83,7 @@ async def open_services(
         url = embedded.start()
     client = open_redis(url, cluster=config.store.cluster)
     store = RedisStore(client, prefix=config.store.key_prefix)
-    embedder = MiniLMEmbedder(quantized=config.pcp.embedding_int8, on_embed=on_embed) if config.pcp.embeddings and embed else None
+    embedder = embedder_for(config, on_embed) if config.pcp.embeddings and embed else None
     upstream = upstream or LiteLLMUpstream(config, on_attempts=on_attempts)
     jobs = config.jobs
     queue = JobQueue(

@@ -22,6 +22,7 @@ import numpy as np
 
 from gateway.adapters.consolidation_store import ConsolidationStore
 from gateway.adapters.embedder import Embedder
+from gateway.adapters.embedding_models import DEFAULT_MODEL
 from gateway.adapters.job_queue import Job, JobQueue
 from gateway.adapters.manifests import Manifest, NewPage
 from gateway.adapters.redis_store import RedisStore
@@ -43,6 +44,7 @@ from gateway.core.labels import label_shapes, without_labels
 from gateway.core.lexical import is_low_information, term_counts
 from gateway.core.segmentation import Buffer, Flush, FlushReason, SegmentationPolicy, SegmentBlock, admit, flush_if_idle, flush_now, with_head_summary
 from gateway.errors import GatewayError
+from gateway.service.reembedding import Reembedding
 
 __all__ = ["Consolidator"]
 
@@ -69,7 +71,9 @@ class Consolidator:
         clock: Clock = _utcnow,
     ) -> None:
         self._store = store
-        self._cstore = ConsolidationStore(store)
+        self._model = embedder.model if embedder is not None else DEFAULT_MODEL
+        self._cstore = ConsolidationStore(store, self._model)
+        self._reembedding = Reembedding(store, embedder)
         self._queue = queue
         self._upstream = upstream
         self._embedder = embedder
@@ -133,7 +137,9 @@ class Consolidator:
         await self.merge(ThreadKey.from_scope(job.thread))
 
     async def consolidate(self, thread: ThreadKey) -> None:
-        """Feed every page stored since the last run through segmentation, committing at each flush."""
+        """Feed every page stored since the last run through segmentation, committing at each flush (the thread's
+        vectors that another embedding model made are made again first)."""
+        await self._reembedding.ensure(thread)
         while True:
             record = await self._cstore.segment(thread)
             ids = await self._cstore.log_since(thread, record.cursor)
@@ -220,7 +226,7 @@ class Consolidator:
             vector = (mean / (np.linalg.norm(mean) or 1.0)).astype(np.float32)
         # matched without the line labels its children's lines open with (gateway.core.labels), as they are
         matched = without_labels(page.content, label_shapes(page.content.split("\n")))
-        return NewPage.of(page, self._count, term_counts(matched), vector)
+        return NewPage.of(page, self._count, term_counts(matched), vector, model=self._model)
 
     async def _ask(self, messages: list[dict[str, str]], parse: Callable[[str], T | None]) -> T | None:
         model = self._settings.summarizer_model
@@ -268,7 +274,7 @@ class Consolidator:
         """
         vectors: dict[str, tuple[float, ...]] = {}
         if self._embedder is not None:
-            stored = await self._store.vectors(thread, [m.page.id for m in manifests])
+            stored = await self._store.vectors(thread, [m.page.id for m in manifests], model=self._model)
             vectors = {page: tuple(float(x) for x in vector) for page, vector in stored.items()}
             missing = [m.page for m in manifests if m.page.id not in vectors]
             if missing:

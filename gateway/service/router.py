@@ -264,7 +264,7 @@ class Router:
         else:
             found, missing = self.vectors.get_many(scope, ids)
             if missing:
-                fetched = await self._store.vectors(thread, missing, user)
+                fetched = await self._store.vectors(thread, missing, user, self._embedder.model)  # its model's only
                 self.vectors.put_many(scope, fetched)
                 found.update(fetched)
             aligned = _Aligned.of(key, [found.get(i) for i in ids])
