@@ -96,7 +96,7 @@ def _settings(folders: list[Path]) -> tuple[str, int]:
 def user_model(path: Path) -> UserModel:
     """The model at ``path`` (see the module docstring); a ConfigError naming the key when it is not one. Read once
     per process (its weights are read whole for their digest)."""
-    path = path.expanduser().resolve()
+    path = path.expanduser().absolute()  # symlinks kept: a folder of links to the files is a model too
     if not path.exists():
         raise ConfigError(f"{_KEY}: {path} does not exist")
     if path.is_file():

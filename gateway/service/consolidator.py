@@ -42,11 +42,14 @@ from gateway.core.consolidation import (
 )
 from gateway.core.labels import label_shapes, without_labels
 from gateway.core.lexical import is_low_information, term_counts
+from gateway.core.lru import Lru
 from gateway.core.segmentation import Buffer, Flush, FlushReason, SegmentationPolicy, SegmentBlock, admit, flush_if_idle, flush_now, with_head_summary
 from gateway.errors import GatewayError
 from gateway.service.reembedding import Reembedding
 
 __all__ = ["Consolidator"]
+
+CHECKED_THREADS = 10_000  # threads whose vectors a process knows to be its model's
 
 log = logging.getLogger("gateway.consolidator")
 
@@ -74,6 +77,7 @@ class Consolidator:
         self._model = embedder.model if embedder is not None else DEFAULT_MODEL
         self._cstore = ConsolidationStore(store, self._model)
         self._reembedding = Reembedding(store, embedder)
+        self._current: Lru[str, bool] = Lru(CHECKED_THREADS)  # threads whose vectors are known to be the model's
         self._queue = queue
         self._upstream = upstream
         self._embedder = embedder
@@ -95,6 +99,16 @@ class Consolidator:
 
     async def pages_added(self, thread: ThreadKey) -> None:
         await self._queue.enqueue("consolidate", thread.scope, {})  # no dedupe: a run already going may have read the log
+
+    async def vectors_checked(self, thread: ThreadKey) -> None:
+        """Queue the thread's consolidation (which re-embeds first) when another embedding model made its vectors:
+        a request that adds no page queues nothing else. Read once per thread and process while they are current."""
+        if self._embedder is None or self._current.get(thread.scope):
+            return
+        if await self._store.vectors_model(thread) == self._model:
+            self._current.put(thread.scope, True)
+            return
+        await self._queue.enqueue("consolidate", thread.scope, {}, dedupe=f"reembed:{thread.scope}")
 
     async def flush_requested(self, thread: ThreadKey, reason: FlushReason = FlushReason.SAVE) -> None:
         await self._queue.enqueue("flush", thread.scope, {"reason": reason.value})

@@ -20,7 +20,7 @@ from gateway.adapters.embedder import Embedder
 from gateway.adapters.manifests import sentences_vector_field, user_vector_field
 from gateway.adapters.redis_store import RedisStore
 from gateway.adapters.store_keys import ThreadKey
-from gateway.core import Block, split_blocks
+from gateway.core import Block, PageType, split_blocks
 from gateway.core.excerpt import sentences
 from gateway.core.original import page_messages
 from gateway.service.ingest import matched_texts
@@ -61,12 +61,13 @@ class Reembedding:
         position = {page_id: i for i, (page_id, _, _) in enumerate(originals)}
         ids = sorted({field.split(":")[0] for field in stale})
         manifests = await self._store.manifests(thread, ids)
+        containers = {i: m.page.source_ids for i, m in manifests.items() if i in stale and m.page.type is PageType.CONSOLIDATED}
         texts: dict[str, str | list[str]] = {}  # field -> the text (or the sentences) it is made from
         sealed = _sealed(blocks)
         for page_id in ids:
             at = position.get(page_id)
             manifest = manifests.get(page_id)
-            if page_id in stale and at is not None and blocks[at] is not None:
+            if page_id in stale and at is not None and blocks[at] is not None and page_id not in containers:
                 texts[page_id] = matched_texts(sealed, _index(blocks, at)).embedded
             if manifest is not None and user_vector_field(page_id) in stale:
                 texts[user_vector_field(page_id)] = manifest.anchor
@@ -80,7 +81,6 @@ class Reembedding:
                 out[field] = next(rows)
             else:
                 out[field] = np.vstack([next(rows) for _ in text]).ravel()
-        containers = {i: m.page.source_ids for i, m in manifests.items() if i in stale and i not in position}
         out.update(await self._means(thread, containers, out))
         return out
 
