@@ -48,6 +48,7 @@ class Language:
     """One language's table (see the module docstring)."""
 
     name: str
+    script: str | None  # a character class: the table applies to a text holding one of them (None: to every text)
     stopwords: frozenset[str]  # words that tell no page apart
     low_information: frozenset[str]  # with the stopwords: the words of a reply with no content of its own
     time_phrases: str  # a regular expression (case ignored): the phrases that date a question
@@ -84,6 +85,7 @@ _EN_ORDINAL = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
 
 ENGLISH = Language(
     name="en",
+    script=None,
     stopwords=frozenset(
         """a about above after again against all also am an and any are as at be because been before being below
         between both but by can could did do does doing down during each few for from further had has have having he
@@ -161,6 +163,7 @@ _ZH_MONTH = r"(?P<month>\d{1,2}|十[一二]?|[一二三四五六七八九])"
 
 CHINESE = Language(
     name="zh",
+    script="[\u3400-\u4dbf\u4e00-\u9fff]",
     stopwords=frozenset(
         """的 了 着 过 是 在 和 与 跟 及 也 都 就 才 又 还 再 很 太 挺 真 最 更 吗 呢 吧 啊 呀 哦 哈 嘛 么 啦 嗯 喔 哇 欸
         我 你 您 他 她 它 我们 你们 他们 她们 它们 咱们 自己 大家 这 那 这个 那个 这些 那些 这里 那里 这样 那样 这么 那么

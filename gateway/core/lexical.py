@@ -73,7 +73,7 @@ def _run_words(words: list[str]) -> list[str]:
 def words(text: str) -> list[str]:
     """Lower-cased content words of ``text`` (stopwords and 1-character tokens removed; a word cut from a run of
     an unsegmented script may be one character), in order."""
-    if _SPECIAL.search(text) is None:
+    if text.isascii() or _SPECIAL.search(text) is None:
         found = (w.lower().replace("’", "'") for w in _WORD.findall(text))
         return [w for w in found if len(w) > 1 and w not in STOPWORDS]
     japanese = is_japanese(text)
@@ -91,7 +91,7 @@ def words(text: str) -> list[str]:
 def drop_terms(text: str, dropped: Callable[[str], bool]) -> str:
     """``text`` without its content words whose term is ``dropped``, spaces collapsed (a word cut from an
     unsegmented run goes alone; a run cut into bigrams goes whole when every bigram of it is dropped)."""
-    if _SPECIAL.search(text) is None:
+    if text.isascii() or _SPECIAL.search(text) is None:
 
         def keep(match: re.Match[str]) -> str:
             word = _word(match.group(0))
@@ -196,7 +196,9 @@ def drop_common_words(text: str, documents: Sequence[Mapping[str, int]], share: 
     return reduced if words(reduced) else text
 
 
-_TIME_PHRASES = re.compile("|".join(f"(?:{language.time_phrases})" for language in LANGUAGES), re.IGNORECASE)
+# each language's phrases, with the characters a text must hold for them to apply (None: any text)
+_TIME_PHRASES = tuple((re.compile(language.script) if language.script else None, re.compile(language.time_phrases, re.IGNORECASE))
+                      for language in LANGUAGES)
 _SPACE_BEFORE_STOP = re.compile(r"\s+([?.!,;:])")
 # a space left where a phrase was taken out of text written without spaces
 _SPACE_IN_RUN = re.compile(rf"(?<=[{HAN}{KANA}{CJK_PUNCTUATION}]) | (?=[{HAN}{KANA}{CJK_PUNCTUATION}])")
@@ -208,8 +210,13 @@ def drop_time_phrases(text: str) -> str:
     said: matched as words, "week" and "ago" pull towards every message that mentions a week ("meal plans for the
     upcoming week"), and the message that holds the answer says "today" or nothing about time. When nothing
     informative would remain, ``text`` is returned unchanged."""
-    reduced = " ".join(_TIME_PHRASES.sub(" ", text).split())
-    if _SPECIAL.search(reduced) is not None and _TIME_PHRASES.search(text) is not None:
+    reduced, found, ascii = text, False, text.isascii()
+    for script, phrases in _TIME_PHRASES:
+        if script is None or (not ascii and script.search(text) is not None):
+            reduced, count = phrases.subn(" ", reduced)
+            found = found or count > 0
+    reduced = " ".join(reduced.split())
+    if found and not reduced.isascii() and _SPECIAL.search(reduced) is not None:
         reduced = _SPACE_IN_RUN.sub("", reduced)
     reduced = _SPACE_BEFORE_STOP.sub(r"\1", reduced)
     return reduced if reduced != text and words(reduced) else text
@@ -240,7 +247,7 @@ def is_low_information(text: str) -> bool:
     """Whether a text carries no content of its own ("continue", "and then?", "it still fails", "great, thanks",
     然后呢, 还是不行): as a query it is too little to match on; as a user message it stays in the topic it comes
     in."""
-    if _SPECIAL.search(text) is None:
+    if text.isascii() or _SPECIAL.search(text) is None:
         tokens = (w.lower().replace("’", "'") for w in _WORD.findall(text))
         return not any(t not in _SAID for t in tokens)
     for match in _TOKEN.finditer(text):

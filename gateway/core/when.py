@@ -27,11 +27,12 @@ TELLING_SLACK = timedelta(days=1)  # an event is usually told the day it happens
 _UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # one per language: equal when the same
 class _Compiled:
-    """A language's table with its patterns compiled (case ignored)."""
+    """A language's table with its patterns compiled."""
 
     language: Language
+    script: re.Pattern[str] | None
     dates: tuple[re.Pattern[str], ...]
     in_month: re.Pattern[str] | None
     bound_before: re.Pattern[str] | None
@@ -42,17 +43,34 @@ class _Compiled:
     @classmethod
     def of(cls, language: Language) -> _Compiled:
         def compiled(pattern: str | None) -> re.Pattern[str] | None:
-            return re.compile(pattern, re.IGNORECASE) if pattern is not None else None
+            return _compiled(pattern) if pattern is not None else None
 
         return cls(
-            language, tuple(re.compile(p, re.IGNORECASE) for p in language.dates), compiled(language.in_month),
+            language, compiled(language.script), tuple(_compiled(p) for p in language.dates), compiled(language.in_month),
             compiled(language.bound_before), compiled(language.bound_after), compiled(language.year),
-            tuple((kind, re.compile(p, re.IGNORECASE)) for kind, p in language.phrases),
+            tuple((kind, _compiled(p)) for kind, p in language.phrases),
         )  # fmt: skip
 
 
+def _compiled(pattern: str) -> re.Pattern[str]:
+    """``pattern`` compiled, case ignored where it has letters to ignore it in (it costs time on every character)."""
+    letters = re.search(r"[A-Za-z]", re.sub(r"\\.|\(\?P?<\w+>|\(\?P=\w+\)", "", pattern)) is not None
+    return re.compile(pattern, re.IGNORECASE if letters else 0)
+
+
 _TABLES = tuple(_Compiled.of(language) for language in LANGUAGES)
-_KINDS = tuple(Kind)
+# each kind of relative phrase, in the order kinds are looked for: every language's patterns of it
+_BY_KIND = tuple((kind, tuple((table, p) for table in _TABLES for k, p in table.phrases if k is kind)) for kind in Kind)
+
+
+_ANY_TEXT = [table for table in _TABLES if table.script is None]
+
+
+def _tables(text: str) -> list[_Compiled]:
+    """The tables of the languages ``text`` may be written in (a table of a script it does not hold matches none)."""
+    if text.isascii():
+        return _ANY_TEXT
+    return [table for table in _TABLES if table.script is None or table.script.search(text) is not None]
 
 
 def _number(word: str | None, language: Language) -> int:
@@ -91,12 +109,12 @@ def _written_day(match: re.Match[str], language: Language) -> tuple[int | None, 
     return year, _number(groups["month"], language), _number(groups["day"], language)
 
 
-def _written(text: str, today: date) -> tuple[tuple[date, date] | None, bool]:
+def _written(text: str, today: date, tables: list[_Compiled]) -> tuple[tuple[date, date] | None, bool]:
     """The span of the first date written out in ``text`` (a day, or a month), and whether there is one at all: a
     day's telling is written on the day or the next; a month's in the month or the day after. A date that bounds a
     period ("before April 10, 2023", 3月5日之前) names none."""
     found: list[tuple[int, tuple[date, date] | None]] = []
-    for table in _TABLES:
+    for table in tables:
         for pattern in table.dates:
             for match in pattern.finditer(text):
                 parts = _written_day(match, table.language)
@@ -105,7 +123,7 @@ def _written(text: str, today: date) -> tuple[tuple[date, date] | None, bool]:
                     table.bound_after is not None and table.bound_after.search(text[match.end() :]) is not None
                 )
                 found.append((match.start(), None if when is None or bounded else (when, when + TELLING_SLACK)))
-    for table in _TABLES:
+    for table in tables:
         if table.in_month is None:
             continue
         for match in table.in_month.finditer(text):
@@ -117,7 +135,7 @@ def _written(text: str, today: date) -> tuple[tuple[date, date] | None, bool]:
                 found.append((match.start(), (first, after - timedelta(days=1) + TELLING_SLACK)))
     if found:
         return min(found, key=lambda item: item[0])[1], True
-    return None, any(table.year is not None and table.year.search(text) is not None for table in _TABLES)
+    return None, any(table.year is not None and table.year.search(text) is not None for table in tables)
 
 
 def _relative(kind: Kind, match: re.Match[str], language: Language, today: date) -> tuple[date, date]:
@@ -172,12 +190,13 @@ def named_span(text: str, now: datetime) -> tuple[date, date] | None:
     a date ("before April 10, 2023") or writes only a year (the relative phrase is then relative to that date, not
     to now)."""
     today = now.date()
-    written, dated = _written(text, today)
+    tables = _tables(text)
+    written, dated = _written(text, today, tables)
     if dated:
         return written
-    for kind in _KINDS:
-        for table in _TABLES:
-            for phrase_kind, pattern in table.phrases:
-                if phrase_kind is kind and (match := pattern.search(text)):
-                    return _relative(kind, match, table.language, today)
+    every = len(tables) == len(_TABLES)
+    for kind, patterns in _BY_KIND:
+        for table, pattern in patterns:
+            if (every or table in tables) and (match := pattern.search(text)):
+                return _relative(kind, match, table.language, today)
     return None
