@@ -116,3 +116,10 @@ def test_drop_chinese_time_phrases(query: str, matched: str) -> None:
 
 def test_table_words_are_terms_as_they_are() -> None:
     assert table_terms(["yesterday", "weeks", "昨天", "上周五"]) == ("yesterday", "week", "昨天", "上周五")
+
+
+def test_mixed_runs_and_words_are_dropped_and_judged_piece_by_piece(segmenter: None) -> None:
+    assert drop_terms("我喜欢Python和painting", {"python"}.__contains__) == "我喜欢和painting"
+    assert drop_terms("서울자행차", {"자행"}.__contains__) == "서울자행차"  # a bigram run goes only when all of it is dropped
+    assert [piece for piece, _ in cut_run("서울自行车", japanese=False)] == ["서울", "自行车"]
+    assert is_low_information("好的 python") is False and is_low_information("好的 thanks") is True

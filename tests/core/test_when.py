@@ -121,3 +121,9 @@ def test_chinese_phrases_english_has_no_words_for() -> None:
 @pytest.mark.parametrize("text", ["我有3个月的假期", "3月5日之前我做了什么？", "2021年我住在哪里？", "我住在3号楼", "你什么时候有空？"])
 def test_a_chinese_question_that_names_no_date_has_no_span(text: str) -> None:
     assert named_span(text, TUESDAY) is None
+
+
+def test_a_day_that_does_not_exist_and_last_night_name_what_they_can() -> None:
+    assert named_span("2月30日我做了什么？", TUESDAY) is None  # no such day: no day named, and no other phrase used
+    assert named_span("What did I eat last night?", TUESDAY) == (date(2023, 5, 29), date(2023, 5, 30))
+    assert named_span("我昨晚吃了什么？", TUESDAY) == named_span("What did I eat last night?", TUESDAY)
