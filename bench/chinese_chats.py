@@ -45,7 +45,7 @@ if str(ROOT) not in sys.path:
 from bench.datasets import Conversation, Dataset, Evidence, Question, Turn  # noqa: E402
 
 SEED = 49
-CONVERSATIONS = 8
+CONVERSATIONS = 12
 CATEGORIES = ("single-hop", "paraphrase", "knowledge-update", "temporal", "multi-hop")
 STYLES = ("terse", "casual", "long")
 NAMES = (("小林", "阿杰"), ("王芳", "小美"), ("陈晨", "老周"), ("刘洋", "婷婷"), ("张伟", "大鹏"), ("李娜", "思思"),

@@ -52,8 +52,9 @@ _HAN_RUN = re.compile(f"[{HAN}]+")
 _KANA_CHAR = re.compile(f"[{KANA}]")
 _LETTER = re.compile(f".[{MARKS}]*", re.DOTALL)
 
-# A run of Han characters -> its words, in order, their concatenation the run (a dictionary segmenter).
-Segmenter = Callable[[str], Sequence[str]]
+# A run of Han characters -> its words in order, their concatenation the run, each with its terms (the word, and the
+# shorter words of the dictionary within it: 自行车 is also 自行 and 行车, so that it meets 行车 said alone).
+Segmenter = Callable[[str], Sequence[tuple[str, Sequence[str]]]]
 _segmenters: list[Segmenter] = []  # at most one: the installed segmenter
 
 
@@ -100,7 +101,7 @@ def cut_run(run: str, japanese: bool) -> list[tuple[str, list[str]]]:
         if match.start() > at:
             rest = run[at : match.start()]
             pieces.append((rest, _bigrams(rest)))
-        pieces.extend((word, [word]) for word in segment(match.group(0)) if word)
+        pieces.extend((word, list(words)) for word, words in segment(match.group(0)) if word)
         at = match.end()
     if at < len(run):
         pieces.append((run[at:], _bigrams(run[at:])))

@@ -16,15 +16,16 @@ from gateway.core.scripts import install_segmenter
 SEGMENTER = JiebaSegmenter()
 
 
-def test_a_run_is_cut_into_words_that_make_it_up() -> None:
+def test_a_run_is_cut_into_words_that_make_it_up_each_with_its_shorter_words() -> None:
     run = "我的自行车密码锁的密码是多少小明昨天去医院看牙医了"
-    words = list(SEGMENTER(run))
-    assert "".join(words) == run and {"自行车", "密码", "医院", "牙医"} <= set(words)
+    cut = list(SEGMENTER(run))
+    assert "".join(word for word, _ in cut) == run and {"自行车", "密码锁", "医院", "牙医"} <= {word for word, _ in cut}
+    assert dict(cut)["自行车"] == ("自行", "行车", "自行车") and dict(cut)["密码锁"] == ("密码", "密码锁")
 
 
 @pytest.mark.parametrize("table", ["telling", "placing", "durations"])
 def test_the_chinese_tables_words_are_each_one_word(table: str) -> None:
-    assert [w for w in getattr(CHINESE, table) if list(SEGMENTER(w)) != [w]] == []
+    assert [w for w in getattr(CHINESE, table) if [word for word, _ in SEGMENTER(w)] != [w]] == []
 
 
 def test_with_the_segmenter_a_question_shares_its_evidences_words() -> None:
@@ -33,7 +34,7 @@ def test_with_the_segmenter_a_question_shares_its_evidences_words() -> None:
         shared = set(terms("我的自行车密码锁的密码是4821，我总是忘记。")) & set(terms("我的自行车锁密码是多少？"))
     finally:
         install_segmenter(previous)
-    assert shared == {"自行车", "密码"}
+    assert shared == {"自行车", "自行", "行车", "密码"}  # 自行车 counts its shorter words too
 
 
 def test_the_dictionary_is_loaded_only_when_chinese_is_first_seen() -> None:
