@@ -73,7 +73,7 @@ async def open_services(
 ) -> AsyncIterator[Services]:
     """Open the store (embedded Redis or a URL), the embedder (unless ``embed`` is false: a command that only
     reads the store; what it computes told to ``on_embed``), the upstream (its retries and fallbacks told to
-    ``on_attempts``) and the consolidator."""
+    ``on_attempts``) and the consolidator; install the Chinese segmenter (gateway.core.scripts)."""
     if installed_segmenter() is None:  # every process cuts Chinese alike: terms stored by one are matched by another
         install_segmenter(JiebaSegmenter())  # loads its dictionary only when Chinese is first seen
     embedded: EmbeddedRedis | None = None
