@@ -60,10 +60,11 @@ if str(ROOT) not in sys.path:
 from bench.baselines import COUNTER, Baselines, Outcome, content_text, judge  # noqa: E402
 from bench.datasets import (LOCOMO_DATA, LONGMEMEVAL_DATA, REALTALK_DATA, Conversation, Dataset,  # noqa: E402
                             Turn, load_locomo, load_longmemeval, load_realtalk, to_messaging, with_names)
+from bench.recall_plot import PLOT, SUMMARY_DOCS, plot, summary_rows  # noqa: E402
 from bench.recall_report import (CHUNKS, CHUNKS_WITHIN, GATEWAY, RECENT, GatewayStats, section,  # noqa: E402
                                  stats_from_json, stats_to_json, summary_row, write_docs)
 
-DOCS = ROOT / "docs" / "benchmarks.md"
+DOCS = ROOT / "docs" / "benchmark-results.md"  # each shape's marked section; the summary is in SUMMARY_DOCS
 MODEL = "fake-model"
 SHAPES = ("locomo", "messaging", "realtalk", "longmemeval", "chinese")
 SHAPE_TITLES = ("LoCoMo", "LoCoMo, names in the lines", "Messaging variant of LoCoMo",
@@ -386,7 +387,9 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
     parser.add_argument("--budgets", default="1000,2000,4000", help="comma-separated token budgets")
     parser.add_argument("--no-gateway", action="store_true", help="baselines only")
     parser.add_argument("--write-docs", action="store_true", help="replace the shapes' sections of --docs")
-    parser.add_argument("--docs", type=Path, default=DOCS, help="the Markdown file --write-docs updates")
+    parser.add_argument("--docs", type=Path, default=DOCS, help="the Markdown file of the shapes' sections --write-docs updates")
+    parser.add_argument("--summary-docs", type=Path, default=SUMMARY_DOCS,
+                        help="the Markdown file of the summary --write-docs updates (its plot: recall.png beside it)")
     parser.add_argument("--data", type=Path, default=LOCOMO_DATA, help="locomo10.json (read in place)")
     parser.add_argument("--longmemeval-data", type=Path, default=LONGMEMEVAL_DATA,
                         help="longmemeval_s_dev.json.xz (read in place)")
@@ -450,8 +453,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows[data.title] = summary_row(data, budgets, results, stats, when)
         print(f"\n## {data.title}\n\n{sections[data.name]}\n", flush=True)
     if args.write_docs:
-        write_docs(args.docs, sections, rows, SHAPE_TITLES)
-        log(f"wrote {args.docs}")
+        write_docs(args.docs, sections, rows, SHAPE_TITLES, summary_path=args.summary_docs)
+        picture = args.summary_docs.parent / PLOT.name
+        plot(summary_rows(args.summary_docs.read_text(encoding="utf-8")), picture)
+        log(f"wrote {args.docs}, {args.summary_docs} and {picture}")
     return 0
 
 

@@ -23,8 +23,8 @@ question each request):
 For each: CPU ms per request (user + sys of the whole process group: the gateway with its embedded Redis, the
 proxy with its workers), p50/p95 latency and requests/s of sequential requests, requests/s at concurrency 32,
 the p50 time to the first streamed content token, and the process group's resident memory (RSS). Ratios to
-the LiteLLM proxy are printed; ``--write-docs`` rewrites the marked section of ``docs/benchmarks.md`` and the
-plot ``docs/overhead.png``.
+the LiteLLM proxy are printed; ``--write-docs`` rewrites the marked section of ``docs/benchmark-results.md`` and the
+plot ``docs/overhead.png`` (which ``docs/benchmarks.md`` shows too).
 
 The client sends pre-serialised bodies with ``httpx`` (no SDK work on the client side), so the client's own
 cost is the same for every target. Every phase is bounded by a request count and a time limit.
@@ -66,7 +66,7 @@ if str(ROOT) not in sys.path:
 from bench.request_cpu import history, question, wait_idle  # noqa: E402
 from tests.support.gateway_process import free_port, gateway_config  # noqa: E402
 
-DOCS = ROOT / "docs" / "benchmarks.md"
+DOCS = ROOT / "docs" / "benchmark-results.md"
 PLOT = ROOT / "docs" / "overhead.png"
 MARKERS = ("<!-- overhead:begin -->", "<!-- overhead:end -->")
 VENVS = ROOT / ".bench-venvs"

@@ -1,5 +1,5 @@
 """The evidence-recall report: one Markdown section per conversation shape, a summary across shapes, and the
-marked sections of ``docs/benchmarks.md`` they replace.
+marked sections they replace: each shape's in ``docs/benchmark-results.md``, the summary in ``docs/benchmarks.md``.
 
 Owns: the tables (recall by method, budget and category; gateway misses by distance back; requests that fit their
 budget against their raw size; forms; router latency) and the docs markers. It computes nothing about the gateway
@@ -325,18 +325,26 @@ def merge_summary(old_block: str, rows: Mapping[str, str], order: Sequence[str])
     return "\n".join([*SUMMARY_HEAD, *(kept[t] for t in order if t in kept)])
 
 
-def write_docs(path: Path, sections: Mapping[str, str], rows: Mapping[str, str], order: Sequence[str]) -> None:
-    """Replace each shape's marked section and the summary's rows for the shapes run; fail loudly when a marker
-    is missing rather than append a section somewhere a reader would not look."""
+def write_docs(path: Path, sections: Mapping[str, str], rows: Mapping[str, str], order: Sequence[str],
+               summary_path: Path | None = None) -> None:
+    """Replace each shape's marked section in ``path`` and the summary's rows for the shapes run in
+    ``summary_path`` (default: the same file); fail loudly, before writing either file, when a marker is missing,
+    rather than append a section somewhere a reader would not look."""
+    summary_path = summary_path or path
     text = path.read_text(encoding="utf-8")
     for name, body in sections.items():
         new = replace_between(text, SECTION_MARKERS[name], body)
         if new is None:
             raise SystemExit(f"{path}: markers {SECTION_MARKERS[name]} not found")
         text = new
+    summary = text if summary_path == path else summary_path.read_text(encoding="utf-8")
     begin, end = SUMMARY_MARKERS
-    if begin not in text or end not in text:
-        raise SystemExit(f"{path}: markers {SUMMARY_MARKERS} not found")
-    old = text.split(begin, 1)[1].split(end, 1)[0]
-    text = replace_between(text, SUMMARY_MARKERS, merge_summary(old, rows, order)) or text
+    if begin not in summary or end not in summary:
+        raise SystemExit(f"{summary_path}: markers {SUMMARY_MARKERS} not found")
+    old = summary.split(begin, 1)[1].split(end, 1)[0]
+    summary = replace_between(summary, SUMMARY_MARKERS, merge_summary(old, rows, order)) or summary
+    if summary_path == path:
+        path.write_text(summary, encoding="utf-8")
+        return
     path.write_text(text, encoding="utf-8")
+    summary_path.write_text(summary, encoding="utf-8")

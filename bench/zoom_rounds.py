@@ -6,7 +6,7 @@ hours between topics (so each topic freezes into a container), every reply ~250 
 ``--budget``. Every ``--every``-th turn the scripted model answers the first round with a Consult of the first
 consolidated node its context shows (else of its first ``[id]`` line), then answers the next round. It prints the
 tokens every upstream call received (cl100k, as ``TokenCounter.count_messages`` counts them), the first rounds
-and the Consults' later rounds apart.
+and the Consults' later rounds apart, and how many first rounds lack the question of the exchange the turn follows.
 
 Run from the repository root:
 
@@ -16,6 +16,7 @@ Run from the repository root:
 from __future__ import annotations
 
 import argparse
+import html
 import json
 import re
 import statistics
@@ -70,12 +71,16 @@ class ConsultingModel:
         self.counter = TokenCounter()
         self.first: list[int] = []
         self.later: list[int] = []
+        self.followed: list[bool] = []  # per first round after the first turn: whether the previous question was in it
 
     def __call__(self, recorded: Recorded) -> Response:
         messages = (recorded.body or {}).get("messages", [])
         zoomed = any(m.get("role") == "tool" for m in messages)
         (self.later if zoomed else self.first).append(self.counter.count_messages(messages))
         system = str(messages[0].get("content")) if messages else ""
+        if not zoomed and self.turn:
+            sent = html.unescape("\n".join(str(m.get("content")) for m in messages))
+            self.followed.append(question(self.turn - 1) in sent)
         if not zoomed and self.turn % self.every == self.every - 1 and "<PagedContext" in system:
             ids = _CONTAINER.findall(system) or _LINE.findall(system)
             if ids:
@@ -112,6 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     budget = args.budget
     print(f"turns {args.turns}, budget {budget}, upstream calls {len(model.first) + len(model.later)}, x-pcp-over-budget: true on {flagged}")
     print(f"first rounds: {len(model.first)}, max {max(model.first)} tokens, over the budget {sum(t > budget for t in model.first)}")
+    print(f"first rounds without the question of the exchange the turn follows: {model.followed.count(False)} of {len(model.followed)}")
     if model.later:
         later = model.later
         print(f"the Consults' later rounds: {len(later)}, median {statistics.median(later):.0f}, max {max(later)} tokens; "

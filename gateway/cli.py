@@ -15,7 +15,7 @@ from starlette.datastructures import Headers
 
 from gateway.adapters.embedding_models import user_model
 from gateway.adapters.store_keys import ThreadKey
-from gateway.adapters.upstream import check_router
+from gateway.adapters.upstream import check_router, start_advice
 from gateway.bootstrap import build_app, run_worker
 from gateway.config import GatewayConfig, load_config
 from gateway.errors import ConfigError, GatewayError
@@ -138,6 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if (warning := open_warning(config, host, port)) is not None:
         logging.getLogger("gateway").warning(warning)
+    for line in start_advice(config):  # no key, no local model: what to do, before the first request fails
+        logging.getLogger("gateway").warning(line)
     _serve(config, host, port, args.log_level)
     return 0
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from gateway.core.profiles import PROFILES, ClientMarkers, client_markers
 from gateway.errors import ConfigError
 
 __all__ = [
@@ -127,20 +128,30 @@ class PcpSettings(_Strict):
     consolidation: bool = True
     summarizer_model: str | None = None
     summarizer_timeout_ms: int = Field(default=60_000, gt=0)
-    adsorb_threshold: float = Field(default=0.35, ge=-1.0, le=1.0)  # the reason is in core.segmentation
-    # deprecated and ignored: content-free user messages ("ok", "continue") now stay in their topic, whatever
-    # their length; still accepted so that configs written for earlier versions load
+    # where a topic ends: an exchange that is drift_margin closer to the drift_lookahead exchanges after it than
+    # to its topic, and that with them resembles the topic less than drift_overlap (the reason is in core.segmentation)
+    drift_margin: float = Field(default=0.15, ge=-2.0, le=2.0)
+    drift_overlap: float = Field(default=0.25, ge=-1.0, le=1.0)
+    drift_lookahead: int = Field(default=3, ge=1)
+    # retired and ignored, still accepted so that configs written for earlier versions load (with a warning):
+    # content-free user messages ("ok", "continue") stay in their topic whatever their length; topics are no
+    # longer cut at a fixed cosine to a topic kernel (drift_* above)
     short_anchor_tokens: int | None = Field(default=None, ge=0)
+    adsorb_threshold: float | None = Field(default=None, ge=-1.0, le=1.0)
     max_processing_tokens: int = Field(default=8000, gt=0)
     container_tokens: int | None = Field(default=None, gt=0)
     idle_flush_minutes: float = Field(default=30.0, gt=0)
     merge_interval_hours: float = Field(default=12.0, gt=0)
     merge_staleness_hours: float = Field(default=72.0, ge=0)
-    # regular expressions on a block's user text marking the client's scaffolding (gateway.core.scaffolding)
+    # the built-in client profiles (gateway.core.profiles), each on unless set to false here
+    profiles: dict[str, bool] = Field(default_factory=dict)
+    # markers added to the profiles': regular expressions on a block's user text marking the client's scaffolding
+    # (gateway.core.scaffolding), and on a request's first system message marking a client's side request
     pin: tuple[str, ...] = ()
     pin_preamble: tuple[str, ...] = ()
+    side_request: tuple[str, ...] = ()
 
-    @field_validator("pin", "pin_preamble")
+    @field_validator("pin", "pin_preamble", "side_request")
     @classmethod
     def _patterns_compile(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for pattern in value:
@@ -149,6 +160,20 @@ class PcpSettings(_Strict):
             except re.error as exc:
                 raise ValueError(f"{pattern!r} is not a regular expression: {exc}") from None
         return value
+
+    @field_validator("profiles")
+    @classmethod
+    def _profiles_known(cls, value: dict[str, bool]) -> dict[str, bool]:
+        known = [p.name for p in PROFILES]
+        unknown = sorted(name for name in value if name not in known)
+        if unknown:
+            raise ValueError(f"unknown client profile(s) {', '.join(unknown)}; the built-in ones are {', '.join(known)}")
+        return value
+
+    def client_markers(self) -> ClientMarkers:
+        """The client markers in force: the profiles not turned off, and this config's own markers."""
+        off = [name for name, on in self.profiles.items() if not on]
+        return client_markers(off, self.pin, self.pin_preamble, self.side_request)
 
 
 class JobSettings(_Strict):
@@ -335,6 +360,11 @@ def parse_config(
         raise ConfigError(f"{where}: {key}: {first['msg']}") from exc
     if config.pcp.short_anchor_tokens is not None:
         log.warning("%s: pcp.short_anchor_tokens is deprecated and ignored; remove it", where)
+    if config.pcp.adsorb_threshold is not None:
+        log.warning(
+            "%s: pcp.adsorb_threshold is retired and ignored (topics are cut by pcp.drift_margin, drift_overlap and "
+            "drift_lookahead); remove it", where,
+        )
     return config
 
 

@@ -19,7 +19,19 @@ def test_the_shipped_config_loads() -> None:
     assert "gpt-4o-mini" in config.model_names
     assert config.model_list[0].litellm_params["api_key"] == "sk-x"
     assert config.server.port == 4000 and config.store.redis_url is None
-    assert config.pcp.pin and config.pcp.pin_preamble  # aider's markers ship ready (tests/clients/test_aider.py)
+    markers = config.pcp.client_markers()  # aider's markers are built in (tests/clients/test_aider.py)
+    assert markers.pins and markers.preamble and markers.side_requests
+
+
+def test_client_profiles_are_on_without_a_pcp_section_and_the_config_adds_to_them_or_turns_one_off() -> None:
+    bare = parse_config({"model_list": [MODEL]}, environ={}).pcp.client_markers()
+    summarize = [{"role": "system", "content": "*Briefly* summarize this partial conversation about programming.\n..."}, {"role": "user", "content": "# USER\nhi"}]
+    assert bare.side_request(summarize) == "aider" and any(p.search("I have *added these files to the chat* so you can edit them") for p in bare.pins)
+    own = {"pin": ["^My header"], "pin_preamble": ["^My examples end"], "side_request": ["^Write a commit message"], "profiles": {"aider": False}}
+    markers = parse_config({"model_list": [MODEL], "pcp": own}, environ={}).pcp.client_markers()
+    assert markers.side_request(summarize) is None and markers.side_request([{"role": "system", "content": "Write a commit message"}]) == "config"
+    assert [p.pattern for p in markers.pins] == ["^My header"] and [p.pattern for p in markers.preamble] == ["^My examples end"]
+    assert markers.side_request([{"role": "system", "content": "You are a title generator. You output ONLY a thread title. Nothing else."}]) == "opencode"
 
 
 def test_a_litellm_proxy_config_loads_and_ignores_foreign_sections(caplog: pytest.LogCaptureFixture) -> None:
@@ -59,6 +71,16 @@ def test_the_retired_short_anchor_key_still_loads_with_a_warning(caplog: pytest.
     assert parse_config({"model_list": [MODEL]}, environ={}).pcp.short_anchor_tokens is None
 
 
+def test_the_retired_adsorb_threshold_still_loads_with_a_warning_and_the_drift_keys_replace_it(caplog: pytest.LogCaptureFixture) -> None:
+    config = parse_config({"model_list": [MODEL], "pcp": {"adsorb_threshold": 0.35}}, environ={})
+    assert "adsorb_threshold is retired and ignored" in caplog.text and "drift_margin" in caplog.text
+    assert (config.pcp.drift_margin, config.pcp.drift_overlap, config.pcp.drift_lookahead) == (0.15, 0.25, 3)
+    tuned = parse_config({"model_list": [MODEL], "pcp": {"drift_margin": 0.1, "drift_overlap": 0.3, "drift_lookahead": 2}}, environ={})
+    assert (tuned.pcp.drift_margin, tuned.pcp.drift_overlap, tuned.pcp.drift_lookahead) == (0.1, 0.3, 2)
+    with pytest.raises(ConfigError, match="pcp.drift_lookahead"):
+        parse_config({"model_list": [MODEL], "pcp": {"drift_lookahead": 0}}, environ={})
+
+
 @pytest.mark.parametrize(
     ("raw", "named"),
     [
@@ -74,6 +96,8 @@ def test_the_retired_short_anchor_key_still_loads_with_a_warning(caplog: pytest.
         ({"model_list": [{**MODEL, "model_info": {"pcp_budget_tokens": "lots"}}]}, "pcp_budget_tokens"),
         ({"model_list": [{**MODEL, "model_info": {"pcp_budget_tokens": True}}]}, "pcp_budget_tokens"),
         ({"model_list": [MODEL], "pcp": {"pin_preamble": "^not a list"}}, "pcp.pin_preamble"),
+        ({"model_list": [MODEL], "pcp": {"side_request": ["(unclosed"]}}, "pcp.side_request"),
+        ({"model_list": [MODEL], "pcp": {"profiles": {"aidr": False}}}, "unknown client profile(s) aidr"),
         ({"model_list": [MODEL], "store": {"data_dir": 5, "redis": "x"}}, "store."),
         ([1, 2], "top level"),
     ],

@@ -24,62 +24,97 @@ from gateway.adapters.embedding_models import DEFAULT_MODEL
 from gateway.adapters.manifests import Manifest, NewPage, encode_vector, manifest_json, parse_manifest
 from gateway.adapters.redis_store import RedisStore, new_version, store_errors
 from gateway.adapters.store_keys import ThreadKey, threads_key
-from gateway.core.segmentation import Buffer, Suspect
+from gateway.core.segmentation import Buffer, SegmentBlock
 
 __all__ = ["ConsolidationStore", "SegmentRecord", "buffer_json", "parse_buffer"]
 
 
 def buffer_json(buffer: Buffer, model: str = DEFAULT_MODEL) -> str:
-    """The buffer as stored, with the embedding model its kernel's and suspect's vectors are of (unless the shipped
-    model's: written as before models could be chosen)."""
+    """The segmentation buffer as stored in the thread's segment hash (read back by :func:`parse_buffer`), with the
+    embedding model its vectors are of (unless the shipped model's: written as before models could be chosen)."""
     return json.dumps(
         {
             **({"model": model} if model != DEFAULT_MODEL else {}),
             "topic_id": buffer.topic_id,
             "page_ids": list(buffer.page_ids),
             "tokens": buffer.tokens,
-            "kernel": list(buffer.kernel) if buffer.kernel is not None else None,
+            "topic_sum": list(buffer.topic_sum) if buffer.topic_sum is not None else None,
             "head_summary": buffer.head_summary,
             "head_tokens": buffer.head_tokens,
-            "started_at": buffer.started_at.isoformat() if buffer.started_at else None,
-            "last_at": buffer.last_at.isoformat() if buffer.last_at else None,
-            "suspect": _suspect_json(buffer.suspect),
+            "started_at": _time_json(buffer.started_at),
+            "last_at": _time_json(buffer.last_at),
+            "pending": [_block_json(block) for block in buffer.pending],
         },
         ensure_ascii=False,
     )
 
 
 def parse_buffer(raw: str | None, model: str = DEFAULT_MODEL) -> Buffer:
-    """A stored buffer; its kernel and suspect left out when another embedding model than ``model`` made them (the
-    next block with content starts the kernel again: vectors of two models are never compared)."""
+    """The buffer :func:`buffer_json` wrote (or an earlier version: :func:`_from_kernel_form`); a fresh one for
+    ``None``. When another embedding model than ``model`` made its vectors, its topic's vector is left out and its
+    pending pages join the topic as they are (the next page with content sets the topic's vector again: vectors of
+    two models are never compared)."""
     if not raw:
         return Buffer()
     data = json.loads(raw)
+    if "topic_sum" not in data:
+        data = _from_kernel_form(data)
     if data.get("model", DEFAULT_MODEL) != model:
-        data = {**data, "kernel": None, "suspect": None}
+        pending = data["pending"]
+        data = data | {"topic_sum": None, "pending": [], "page_ids": [*data["page_ids"], *(b["id"] for b in pending)],
+                       "tokens": data["tokens"] + sum(b["tokens"] for b in pending)}
     return Buffer(
         topic_id=data["topic_id"],
         page_ids=tuple(data["page_ids"]),
         tokens=data["tokens"],
-        kernel=tuple(data["kernel"]) if data["kernel"] is not None else None,
+        topic_sum=tuple(data["topic_sum"]) if data["topic_sum"] is not None else None,
         head_summary=data["head_summary"],
-        head_tokens=data.get("head_tokens", 0),
-        started_at=datetime.fromisoformat(data["started_at"]) if data["started_at"] else None,
-        last_at=datetime.fromisoformat(data["last_at"]) if data["last_at"] else None,
-        suspect=_parse_suspect(data.get("suspect")),  # absent in buffers written before suspects existed
+        head_tokens=data.get("head_tokens", 0),  # absent in buffers written before relays carried a head
+        started_at=_parse_time(data["started_at"]),
+        last_at=_parse_time(data["last_at"]),
+        pending=tuple(_parse_block(block) for block in data["pending"]),
     )
 
 
-def _suspect_json(suspect: Suspect | None) -> dict[str, Any] | None:
-    if suspect is None:
-        return None
-    return {"at": suspect.at, "vector": list(suspect.vector), "tokens": suspect.tokens, "started_at": suspect.started_at.isoformat()}
+def _from_kernel_form(data: dict[str, Any]) -> dict[str, Any]:
+    """A buffer written before the pending window (an EMA ``kernel``, maybe a ``suspect``) in today's form.
+
+    The kernel, a mean direction, stands for the sum of the pages before the suspect (scaled by their number, at
+    least one). The suspect and the content-free pages after it become the pending window, so the lookahead
+    decides whether the suspect opened a new topic, as the page after it would have; the suspect's page takes the
+    tokens that it and those pages had together (the old buffer kept only their sum), and each of them the
+    suspect's timestamp.
+    """
+    page_ids, tokens, kernel = list(data["page_ids"]), data["tokens"], data.get("kernel")
+    suspect = data.get("suspect")  # absent in buffers written before suspects existed
+    at = suspect["at"] if suspect else len(page_ids)
+    pending = []
+    if suspect:
+        first = {"id": page_ids[at], "tokens": suspect["tokens"], "free": False, "vector": suspect["vector"]}
+        rest = [{"id": page, "tokens": 0, "free": True, "vector": []} for page in page_ids[at + 1 :]]
+        pending = [block | {"at": suspect["started_at"]} for block in (first, *rest)]
+        tokens -= suspect["tokens"]
+    topic_sum = [x * max(at, 1) for x in kernel] if kernel is not None else None
+    return data | {"page_ids": page_ids[:at], "tokens": tokens, "topic_sum": topic_sum, "pending": pending}
 
 
-def _parse_suspect(data: dict[str, Any] | None) -> Suspect | None:
-    if not data:
-        return None
-    return Suspect(data["at"], tuple(data["vector"]), data["tokens"], datetime.fromisoformat(data["started_at"]))
+def _time_json(when: datetime | None) -> str | None:
+    return when.isoformat() if when else None
+
+
+def _parse_time(raw: str | None) -> datetime | None:
+    return datetime.fromisoformat(raw) if raw else None
+
+
+def _block_json(block: SegmentBlock) -> dict[str, Any]:
+    return {
+        "id": block.page_id, "tokens": block.tokens, "free": block.content_free,
+        "vector": list(block.vector), "at": block.timestamp.isoformat(),
+    }  # fmt: skip
+
+
+def _parse_block(data: dict[str, Any]) -> SegmentBlock:
+    return SegmentBlock(data["id"], data["tokens"], data["free"], tuple(data["vector"]), datetime.fromisoformat(data["at"]))
 
 
 @dataclass(frozen=True)

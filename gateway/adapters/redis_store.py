@@ -31,9 +31,10 @@ from gateway.adapters.manifests import (
     Manifest, NewPage, decode_vector, encode_vector, manifest_json, sentences_vector_field, user_vector_field, vector_model,
 )  # fmt: skip
 from gateway.adapters.snapshot import ThreadSnapshot
-from gateway.adapters.store_keys import ThreadKey, ThreadKeys, tenant_threads_key, threads_key
+from gateway.adapters.store_keys import ThreadKey, ThreadKeys, tenant_index_key, tenant_threads_key, threads_key
 from gateway.adapters.thread_cache import ManifestCache, PageCache
 from gateway.core import Page, Step, View
+from gateway.core.continuation import AMBIGUOUS, page_claim
 from gateway.errors import StoreUnavailable
 
 __all__ = ["open_redis", "RedisStore", "ThreadKey", "ThreadEntry", "new_version", "store_errors"]
@@ -111,6 +112,27 @@ if not version and redis.call('EXISTS', KEYS[2]) == 1 then
   version = ARGV[1]
 end
 return version
+"""
+
+
+_CLAIM = """
+-- KEYS: a tenant's index  ARGV: a thread, then the claims it makes
+-- A claim is the thread's while no other thread made it; once two did, it is ambiguous and stays so
+for i = 2, #ARGV do
+  local holder = redis.call('HGET', KEYS[1], ARGV[i])
+  if not holder then redis.call('HSET', KEYS[1], ARGV[i], ARGV[1])
+  elseif holder ~= ARGV[1] and holder ~= '""" + AMBIGUOUS + """' then redis.call('HSET', KEYS[1], ARGV[i], '""" + AMBIGUOUS + """') end
+end
+return 0
+"""
+
+
+_WITHDRAW = """
+-- KEYS: a tenant's index  ARGV: a thread, then claims: those the thread holds alone are removed
+for i = 2, #ARGV do
+  if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[1] then redis.call('HDEL', KEYS[1], ARGV[i]) end
+end
+return 0
 """
 
 
@@ -253,14 +275,36 @@ class RedisStore:
                 _ADD_PAGES, 6, keys.manifest, keys.content, keys.vector, keys.log, keys.messages, keys.version, new_version(), *args
             )
             count, *added = reply
-            if added:  # the registries are other slots: separate, idempotent writes
+            if added:  # the registries and the tenant's index are other slots: separate, idempotent writes
                 await self._redis.zadd(threads_key(self.prefix), {thread.scope: now})
                 await self._redis.zadd(tenant_threads_key(self.prefix, thread.tenant), {thread.thread: now})
+                await self._claim(thread, [page_claim(str(page_id)) for page_id in added])
         ids = [str(page_id) for page_id in added]
         if snapshot is not None:
             snapshot.stored(items, ids)
             snapshot.page_count = int(count)
         return ids
+
+    async def _claim(self, thread: ThreadKey, claims: Sequence[str]) -> None:
+        await self._redis.eval(_CLAIM, 1, tenant_index_key(self.prefix, thread.tenant), thread.thread, *claims)
+
+    async def claim_answer(self, thread: ThreadKey, claims: Sequence[str]) -> None:
+        """Record in the tenant's index that the thread made these answer claims (gateway.core.continuation), and
+        in the thread which they are, so that deleting it withdraws them."""
+        if not claims:
+            return
+        with store_errors():
+            await self._claim(thread, claims)
+            await self._redis.rpush(self.keys(thread).claims, *claims)
+
+    async def claimed(self, tenant: str, claims: Sequence[str]) -> list[str | None]:
+        """The thread that made each of ``claims`` in the tenant's index, in order (``None``: no thread did;
+        `gateway.core.continuation.AMBIGUOUS`: several did)."""
+        if not claims:
+            return []
+        with store_errors():
+            found: list[str | None] = await self._redis.hmget(tenant_index_key(self.prefix, tenant), list(claims))
+        return found
 
     async def manifests(self, thread: ThreadKey, ids: Sequence[str]) -> dict[str, Manifest]:
         """Manifests of the stored pages among `ids`."""
@@ -365,10 +409,13 @@ class RedisStore:
         with store_errors():
             return await self._redis.get(self.keys(thread).form) is not None
 
-    async def mark_paged(self, thread: ThreadKey) -> None:
-        """Record that the thread went paged: from now on it stays paged."""
+    async def mark_paged(self, thread: ThreadKey, paged: bool = True) -> None:
+        """Record that the thread went paged: from now on it stays paged (until ``paged=False`` forgets it)."""
         with store_errors():
-            await self._redis.set(self.keys(thread).form, "paged")
+            if paged:
+                await self._redis.set(self.keys(thread).form, "paged")
+            else:
+                await self._redis.delete(self.keys(thread).form)
 
     async def layout(self, thread: ThreadKey) -> str | None:
         """The thread's last request layout as :meth:`save_layout` stored it (see :mod:`gateway.core.scaffolding`)."""
@@ -419,6 +466,13 @@ class RedisStore:
         every = self.keys(thread).every()
         names = list(every)
         with store_errors():
+            async with self._redis.pipeline(transaction=True) as pipe:  # one slot: the thread's
+                pipe.hkeys(every["manifest"])
+                pipe.lrange(every["claims"], 0, -1)
+                page_ids, answers = await pipe.execute()
+            claims = [page_claim(str(i)) for i in page_ids] + [str(c) for c in answers]
+            for start in range(0, len(claims), 1000):
+                await self._redis.eval(_WITHDRAW, 1, tenant_index_key(self.prefix, thread.tenant), thread.thread, *claims[start : start + 1000])
             reply = await self._redis.eval(_FORGET, len(names), *every.values())
             await self._redis.zrem(threads_key(self.prefix), thread.scope)
             await self._redis.zrem(tenant_threads_key(self.prefix, thread.tenant), thread.thread)

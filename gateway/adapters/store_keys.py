@@ -25,6 +25,7 @@ so a thread's keys share one slot and its multi-key transactions and scripts sta
 - `...:layout`    string the thread's last request layout (gateway.core.scaffolding)
 - `...:asked`     string JSON `[hash, time]`: the last request's live user message (a hash of its text) and when it
                          was sent; the exchange it opens is stored by the next request, and is dated by it
+- `...:claims`    list   the answer claims the thread made in its tenant's index (below): what deleting it withdraws
 - `...:version`   string a token that changes whenever a stored page's manifest or a parent link changes
                          (consolidation), set when the thread's first page is stored: what a process may
                          cache of the thread's pages is valid while it is unchanged (RedisStore.snapshot)
@@ -33,6 +34,11 @@ Two keys are not per thread: `<prefix>:threads`, a sorted set of `<tenant>:<thre
 of the thread's last stored page, which the scheduler scans for idle buffers and merges; and
 `<prefix>:tenant:<tenant>:threads`, the same for one tenant's threads (scored alike, members are thread
 ids), which `GET /pcp/threads` pages through. Deleting a thread removes its keys and both entries.
+
+`<prefix>:tenant:<tenant>:thread_of` is a hash from a claim (gateway.core.continuation: a stored exchange's
+page id, the hash of a reply or a tool call id the gateway returned) to the thread that made it, or `*` when two
+threads did: how a request that names no thread finds the one it continues. Deleting a thread withdraws the
+claims that are its own (its pages' and those in its `...:claims` list).
 
 Responses API turns are kept per tenant, not per thread (a response id is all a client sends back):
 `<prefix>:response:<tenant>:<response id>`, a string of JSON with a TTL (see `response_store`). They need
@@ -43,7 +49,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ThreadKey", "ThreadKeys", "threads_key", "tenant_threads_key", "response_key"]
+__all__ = ["ThreadKey", "ThreadKeys", "threads_key", "tenant_threads_key", "tenant_index_key", "response_key"]
 
 
 @dataclass(frozen=True)
@@ -132,9 +138,13 @@ class ThreadKeys:
     def asked(self) -> str:
         return self._key("asked")
 
+    @property
+    def claims(self) -> str:
+        return self._key("claims")
+
     def every(self) -> dict[str, str]:
         """Every key of the thread by what it holds (what deleting the thread removes)."""
-        names = ("manifest", "content", "vector", "log", "parent", "views", "trace", "segment", "heat", "seen", "form", "layout", "messages", "version", "asked")
+        names = ("manifest", "content", "vector", "log", "parent", "views", "trace", "segment", "heat", "seen", "form", "layout", "messages", "version", "asked", "claims")
         return {name: self._key(name) for name in names}
 
 
@@ -144,6 +154,10 @@ def threads_key(prefix: str) -> str:
 
 def tenant_threads_key(prefix: str, tenant: str) -> str:
     return f"{prefix}:tenant:{tenant}:threads"
+
+
+def tenant_index_key(prefix: str, tenant: str) -> str:
+    return f"{prefix}:tenant:{tenant}:thread_of"
 
 
 def response_key(prefix: str, tenant: str, response_id: str) -> str:

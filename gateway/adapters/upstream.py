@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from collections.abc import AsyncIterator, Callable, Mapping, MutableMapping
+from dataclasses import dataclass
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import litellm
 from litellm import exceptions as llm_errors
@@ -30,7 +33,10 @@ from gateway.errors import (
     UpstreamUnavailable,
 )
 
-__all__ = ["Upstream", "LiteLLMUpstream", "AttemptObserver", "translate_error", "build_router", "check_router", "select_openai_path", "HTTP_HANDLER_SWITCH"]
+__all__ = [
+    "Upstream", "LiteLLMUpstream", "AttemptObserver", "translate_error", "build_router", "check_router",
+    "select_openai_path", "HTTP_HANDLER_SWITCH", "Advice", "missing_keys", "start_advice", "error_advice", "advised",
+]  # fmt: skip
 
 log = logging.getLogger("gateway.upstream")
 
@@ -109,6 +115,92 @@ def translate_error(exc: BaseException) -> GatewayError:
     if status is not None and status >= 500 and not isinstance(exc, llm_errors.APIConnectionError):  # that one says 500 too
         return UpstreamServerError(f"upstream failed: {message}")
     return UpstreamUnavailable(f"upstream failed: {message}")
+
+
+# --- a first run without a key or an upstream: what to do, in one line ------------------------------------
+
+QUICKSTART = "run scripts/quickstart to start a local model and the gateway together, no key needed (model qwen-local)"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def missing_keys(config: GatewayConfig) -> dict[str, tuple[str, ...]]:
+    """The model_names with a deployment that has no credentials: no `api_key` (or an `os.environ/NAME` that was
+    unset), no `api_base` of its own, and the provider's key variable (litellm's `validate_environment`) unset.
+    Each with the variables that would give it one."""
+    found: dict[str, tuple[str, ...]] = {}
+    for entry in config.model_list:
+        params = entry.litellm_params
+        if params.get("api_key") or params.get("api_base"):
+            continue
+        try:
+            missing = litellm.validate_environment(model=str(params["model"])).get("missing_keys") or []
+        except Exception:  # litellm raises plain Exception for a provider it cannot tell; then nothing is said
+            continue
+        if missing:
+            found[entry.model_name] = tuple(dict.fromkeys([*found.get(entry.model_name, ()), *map(str, missing)]))
+    return found
+
+
+def _local_bases(config: GatewayConfig) -> dict[str, str]:
+    """model_name -> the `api_base` on this machine it is served from (a local model), for those that have one."""
+    return {e.model_name: str(e.litellm_params["api_base"]) for e in config.model_list
+            if urlsplit(str(e.litellm_params.get("api_base") or "")).hostname in LOOPBACK}
+
+
+def _answers(base: str) -> bool:
+    """Whether something accepts connections at ``base`` (a local server; checked once, at start)."""
+    url = urlsplit(base)
+    try:
+        with socket.create_connection((url.hostname or "127.0.0.1", url.port or 80), timeout=0.3):
+            return True
+    except OSError:
+        return False
+
+
+def start_advice(config: GatewayConfig, answers: Callable[[str], bool] = _answers) -> list[str]:
+    """What `serve` says at start, one line each, when some models cannot answer: no key, or no local server."""
+    lines: list[str] = []
+    local = _local_bases(config)
+    running = [name for name, base in local.items() if answers(base)]
+    keyless = missing_keys(config)
+    if keyless:
+        variables = ", ".join(dict.fromkeys(v for vs in keyless.values() for v in vs))
+        other = f"ask for {running[0]} (a local model, running)" if running else QUICKSTART
+        lines.append(f"{', '.join(keyless)} cannot answer: {variables} is not set. Set it and restart the gateway, "
+                     f"or {other}")
+    for name, base in local.items():
+        if name not in running and not keyless:
+            lines.append(f"{name}: nothing answers at {base} yet; start it (scripts/local-model start) before asking it")
+    return lines
+
+
+@dataclass(frozen=True)
+class Advice:
+    """What to do when a model fails: ``text`` starts the error's message. ``unreachable_only``: only when nothing
+    answered (a local server that is not running), not when its server answered with an error of its own."""
+
+    text: str
+    unreachable_only: bool = False
+
+
+def error_advice(config: GatewayConfig) -> dict[str, Advice]:
+    """model_name -> what an upstream failure of that model says first: what to do about it."""
+    advice = {name: Advice(f"{name} cannot answer: {', '.join(variables)} is not set. Set it and restart the "
+                           f"gateway, or {QUICKSTART}.") for name, variables in missing_keys(config).items()}
+    for name, base in _local_bases(config).items():
+        advice.setdefault(name, Advice(f"nothing answers at {base} for {name}: start it (scripts/local-model start "
+                                       "for the shipped qwen-local, or scripts/quickstart).", unreachable_only=True))
+    return advice
+
+
+def advised(error: GatewayError, advice: Advice | None) -> GatewayError:
+    """``error`` with ``advice`` first in its message, when the failure is one it is about: the upstream was not
+    reached or failed (502), or refused the credentials (401)."""
+    if advice is None or not isinstance(error, (UpstreamUnavailable, UpstreamAuthError)):
+        return error
+    if advice.unreachable_only and "connect" not in error.message.lower():  # litellm: "Cannot connect to host …"
+        return error
+    return type(error)(f"{advice.text} ({error.message})", param=error.param, code=error.code, headers=error.headers)
 
 
 # what an unpriced deployment is given (with the cache prices too: litellm warns, on its own handler, when a model
@@ -207,6 +299,7 @@ class LiteLLMUpstream:
         self._config = config
         self._router = router if router is not None else build_router(config)
         self._on_attempts = on_attempts
+        self._advice = error_advice(config)
         select_openai_path(config)
 
     def _observe(self, model: str, response: Any) -> None:
@@ -217,7 +310,7 @@ class LiteLLMUpstream:
         try:
             response = await self._router.acompletion(model=model, **_without_stream(params))
         except Exception as exc:
-            raise translate_error(exc) from exc
+            raise advised(translate_error(exc), self._advice.get(model)) from exc
         self._observe(model, response)
         return _as_dict(response)
 
@@ -230,7 +323,7 @@ class LiteLLMUpstream:
         except GeneratorExit:
             raise
         except Exception as exc:
-            raise translate_error(exc) from exc
+            raise advised(translate_error(exc), self._advice.get(model)) from exc
 
     def context_window(self, model: str) -> int | None:
         windows: list[int] = []

@@ -121,6 +121,7 @@ class Candidate:
     pinned: bool = False
     detail: bool = True
     worth_tokens: int | None = None  # the tokens that can hold what is asked (default: detail_tokens)
+    floor: int | None = None  # an excerpt taken before any page is weighed (the question of the exchange a turn follows)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.relevance <= 1.0:
@@ -133,6 +134,8 @@ class Candidate:
             raise ValueError(f"candidate {self.id}: an excerpt needs tokens >= 0 and coverage in [0, 1]")
         object.__setattr__(self, "timestamp", utc(self.timestamp))
         object.__setattr__(self, "written", self.timestamp if self.written is None else utc(self.written))
+        if self.floor is not None and not 0 <= self.floor < len(self.excerpts):
+            raise ValueError(f"candidate {self.id}: floor must name one of its excerpts")
         if self.worth_tokens is not None and not 0 <= self.worth_tokens <= self.detail_tokens:
             raise ValueError(f"candidate {self.id}: worth_tokens must be in [0, detail_tokens]")
         if self.line_coverage is None:
@@ -348,6 +351,8 @@ def _fit(
         for option in sorted(options[candidate.id], key=lambda o: (_RANK.index(o.level), -o.coverage, o.cost)):
             if _RANK.index(option.level) >= _RANK.index(_AS_LEVEL[candidate.view]) and take(candidate, option):
                 break
+    for candidate in (c for c in order if c.floor is not None and plan.places[c.id] is _NOTHING):
+        take(candidate, next(o for o in options[candidate.id] if o.level is Level.EXCERPT and o.excerpt == candidate.floor))
     # Then the best value per token: a heap of each page's next step, (-value per token, page's place in
     # priority order, the step). A step that no longer fits gives way to the page's best step that is cheaper.
     heap: list[tuple[float, int, _Option]] = []

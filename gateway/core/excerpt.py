@@ -14,8 +14,10 @@ message is kept whole, and a long reply contributes only its matching lines.
 Choice. A unit *holds* the query terms it is the first of the page's units to mention, each weighing its IDF in
 the thread: the first mention is the source, a later one repeats it (a reply echoing the question it answers). A
 term that most of the page's units mention (a code block's keywords, a list's subject) is held by the unit that
-holds most of the other query terms instead of by its first mention. The options are nested: the units that hold
-the most query weight first, then those that only repeat query terms — every proper subset of the page's
+holds most of the other query terms instead of by its first mention. A unit also takes half of the weight the unit
+before it holds: the answer to a matching message is often the message after it, its reply or the next line of its
+burst, in words of its own. The options are nested: the units that hold (or take) the most query weight first, then
+those that only repeat query terms — every proper subset of the page's
 matching units in that order — and last the page whole (every unit, nothing left out: a Detail node's text
 without the node's tags, so a page worth showing whole costs only its own tokens), each with its rendered text,
 its token cost and its *coverage*, the share of the page it holds. A page that holds a share s of the query's
@@ -56,6 +58,7 @@ __all__ = [
 
 EXACT_OPTIONS = 8  # excerpts of up to this many units are counted exactly (see excerpt_options)
 UNIT_TOKENS = 160  # a message up to this long is one unit (most user messages are; long replies are split)
+NEXT_SHARE = 0.5  # the share of a unit's query weight the unit after it takes (on real chats +0.024 recall at 2k)
 ELLIPSIS = "…"
 _NOTHING: frozenset[str] = frozenset()
 
@@ -232,7 +235,7 @@ def _coverage(
     share = _weights(units, source)
     total_tokens = sum(unit.tokens * w for unit, w in zip(units, share))
     by_tokens = sum(units[i].tokens * share[i] for i in inside) / total_tokens if total_tokens else 0.0
-    reach = _reach(held, weights)
+    reach = _reach(held, weights, units, source)
     every = sum(reach)
     chosen = sum(reach[i] for i in inside)
     by_match = chosen / every if every > 0 else 0.0
@@ -305,22 +308,21 @@ def named_source(
     return found.pop() if len(found) == 1 else None
 
 
-def _order(units: Sequence[Unit], held: Sequence[frozenset[str]], weights: Mapping[str, float]) -> list[int]:
-    """The matching units in the order excerpts take them: the most query weight held first, then the units
-    that only repeat query terms, by the weight they repeat (ties: the earlier unit)."""
+def _order(units: Sequence[Unit], held: Sequence[frozenset[str]], weights: Mapping[str, float], source: str | None = None) -> list[int]:
+    """The matching units in the order excerpts take them: the most query weight held or reached (:func:`_reach`)
+    first, then the units that only repeat query terms, by the weight they repeat (ties: the earlier unit)."""
     own = [sum(weights[t] for t in unit.terms & weights.keys()) for unit in units]
-    reach = _reach(held, weights)
+    reach = _reach(held, weights, units, source)
     return sorted((i for i in range(len(units)) if own[i] > 0 or reach[i] > 0), key=lambda i: (-reach[i], -own[i], i))
 
 
-NEXT_SHARE = 0.5
-
-
-def _reach(held: Sequence[frozenset[str]], weights: Mapping[str, float]) -> list[float]:
-    """The query weight each unit holds, and a share of the one before it: the answer to a matching message is
-    often the message that follows it (its reply, the next line of its burst), which need not say the query's words."""
+def _reach(held: Sequence[frozenset[str]], weights: Mapping[str, float], units: Sequence[Unit], source: str | None) -> list[float]:
+    """The query weight each unit holds, and :data:`NEXT_SHARE` of what the unit before it holds: the answer to a
+    matching message is often the message that follows it (its reply, the next line of its burst), which need not
+    say the query's words. With ``source`` (see :func:`query_source`), only that role's units take a share."""
     own = [sum(weights[t] for t in found) for found in held]
-    return [w + NEXT_SHARE * (own[i - 1] if i else 0.0) for i, w in enumerate(own)]
+    return [w + (NEXT_SHARE * own[i - 1] if i and (source is None or units[i].speaker.startswith(source)) else 0.0)
+            for i, w in enumerate(own)]
 
 
 def _estimate(units: Sequence[Unit], chosen: Sequence[int]) -> int:
@@ -349,7 +351,7 @@ def excerpt_options(
     tokenizer runs on at most that many excerpts of a page, however many of a long reply's lines match.
     ``source``: see :func:`query_source`."""
     held, strength = _held(units, weights, source)
-    ranked = _order(units, held, weights)
+    ranked = _order(units, held, weights, source)
     whole = sum(unit.tokens for unit in units)
     options: list[ExcerptOption] = []
     for k in range(1, len(ranked) + 1):

@@ -8,7 +8,8 @@ sent). So while the client's whole request fits the budget and is no larger than
 share: gateway.service.context);
 pages are stored either way, so the thread is ready when it grows. Once a thread's history has outgrown the budget
 it stays paged (:func:`pages_for_good`): switching back and forth would change what the model saw of the same
-history from one turn to the next (and break the provider's prompt cache each time). A request sent paged only
+history from one turn to the next (and break the provider's prompt cache each time). A client that clears its
+history (aider's ``/clear``: a request with no exchange before the live turn) starts over, raw while it fits. A request sent paged only
 because paging made it smaller does not make its thread paged for good: the next one, whose paged form may be the
 larger (another question shows other pages), would be sent paged with more tokens than the client sent.
 """

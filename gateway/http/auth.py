@@ -179,7 +179,7 @@ def exposure_problem(config: GatewayConfig, host: str) -> str | None:
         return None
     return (
         f"refusing to serve on {host} without keys: anyone who can reach it could use your models and read every "
-        "thread. Configure general_settings.master_key or keys: (README, 'Keys and tenants'), bind 127.0.0.1, "
+        "thread. Configure general_settings.master_key or keys: (docs/operations.md, 'Keys and tenants'), bind 127.0.0.1, "
         "or set server.allow_open: true to serve open on purpose."
     )
 
@@ -188,4 +188,4 @@ def open_warning(config: GatewayConfig, host: str, port: int) -> str | None:
     """What to say at start when the gateway is open."""
     if config.auth_enabled:
         return None
-    return f"no keys configured: the gateway is open to anyone who can reach {host}:{port} (see README, 'Keys and tenants')"
+    return f"no keys configured: the gateway is open to anyone who can reach {host}:{port} (see docs/operations.md, 'Keys and tenants')"

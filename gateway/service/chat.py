@@ -7,7 +7,9 @@ history as pages, then sends it upstream in the form `gateway.core.form` chooses
 make it smaller) or paged (a Paged Context, with the zoom rounds resolved); pass-through mode
 (`X-PCP-Mode: off`, `pcp.enabled: false`, or `model_info.pcp_enabled: false`) forwards
 the request untouched and stores nothing. A user message of exactly `/save` is
-answered by the gateway itself. When Redis does not answer while a paged request is prepared, the
+answered by the gateway itself. A side request a client makes for itself (a client profile's marker,
+gateway.core.profiles: aider's history summarizer, opencode's title request) goes upstream as sent and stores
+nothing, as pass-through does (`x-pcp-side-request: <profile>`). When Redis does not answer while a paged request is prepared, the
 request is served pass-through (`x-pcp-degraded: store-unavailable`) with a warning, or refused with
 a 503 when `store.when_unavailable: error`; nothing is lost, since the next request resends the history.
 """
@@ -32,17 +34,19 @@ from gateway.errors import StoreUnavailable
 from gateway.service.consolidator import Consolidator
 from gateway.service.context import ContextBuilder, PagedContext
 from gateway.service.ingest import SAVE_COMMAND
-from gateway.service.identity import request_budget, request_time, thread_of
+from gateway.service.identity import named_thread, request_budget, request_time
 from gateway.service.paged import PagedChat, pcp_headers
 from gateway.service.request import ChatRequest, RequestStats
 from gateway.service.router import Router
 from gateway.service.stream_items import KEEPALIVE, Comment, StreamItem
+from gateway.service.thread_finder import ThreadFinder
 
 __all__ = ["ChatService", "Completion", "CompletionStream", "KEEPALIVE", "Comment", "StreamItem"]
 
 log = logging.getLogger("gateway.chat")
 
 PASS_THROUGH = {"x-pcp-mode": "off", "x-pcp-form": "pass-through"}
+SIDE_REQUEST = {"x-pcp-form": "pass-through"}
 DEGRADED = {"x-pcp-form": "pass-through", "x-pcp-degraded": "store-unavailable"}
 
 
@@ -85,6 +89,8 @@ class ChatService:
         router = Router(store, embedder, upstream, config.pcp)
         self._builder = ContextBuilder(store, config.pcp, TokenCounter.for_model, upstream.context_window, router, embedder)
         self._paged = PagedChat(store, upstream, config.pcp)
+        self._markers = config.pcp.client_markers()
+        self._finder = ThreadFinder(store, self._markers)
 
     @property
     def builder(self) -> ContextBuilder:
@@ -96,79 +102,129 @@ class ChatService:
             return False
         return all(entry.model_info.get("pcp_enabled", True) is not False for entry in self._config.entries_for(request.model))
 
-    def _thread(self, request: ChatRequest) -> tuple[ThreadKey, ChatRequest]:
-        """The request's thread, and the request without `metadata.pcp_thread`."""
-        tenant = request.meta.tenant
+    def _as_sent(self, request: ChatRequest) -> dict[str, str] | None:
+        """The headers of a request that goes upstream as sent and stores nothing: pass-through mode, or a side
+        request of a client's own (gateway.core.profiles); ``None`` for a request of the conversation."""
+        if not self._paged_mode(request):
+            return PASS_THROUGH
+        whose = self._markers.side_request(request.messages)
+        return {**SIDE_REQUEST, "x-pcp-side-request": whose} if whose else None
+
+    def _named(self, request: ChatRequest) -> tuple[str | None, ChatRequest]:
+        """The thread the request names (``None``: none), and the request without `metadata.pcp_thread`."""
         metadata = request.params.get("metadata")
-        hint = metadata.get("pcp_thread") if isinstance(metadata, dict) else None
-        thread = ThreadKey(tenant, thread_of(request.meta.thread, hint, tenant, request.messages))
+        named = named_thread(request.meta.thread, metadata.get("pcp_thread") if isinstance(metadata, dict) else None)
         if isinstance(metadata, dict) and "pcp_thread" in metadata:
             rest = {k: v for k, v in metadata.items() if k != "pcp_thread"}
             params = {k: v for k, v in request.params.items() if k != "metadata"} | ({"metadata": rest} if rest else {})
             request = replace(request, params=params)
+        request.meta.stats.thread = named
+        return named, request
+
+    async def _thread(self, request: ChatRequest, named: str | None) -> ThreadKey | None:
+        """The request's thread: the one it names, else the one its history continues (gateway.service.thread_finder);
+        None when the store is down and the config says to serve anyway."""
+        tenant = request.meta.tenant
+        try:
+            thread = ThreadKey(tenant, named if named is not None else await self._finder.find(tenant, request.messages))
+        except StoreUnavailable as exc:
+            self._degrade(request, tenant, exc)
+            return None
         request.meta.stats.thread = thread.thread
-        return thread, request
+        return thread
+
+    def _degrade(self, request: ChatRequest, scope: str, exc: StoreUnavailable) -> None:
+        """Serve the request pass-through without its memory (or raise, with `store.when_unavailable: error`)."""
+        if self._config.store.when_unavailable == "error":
+            raise exc
+        log.warning("thread %s served pass-through: %s", scope, exc.message)
+        stats = request.meta.stats
+        stats.form, stats.rounds, stats.degraded = "pass-through", 1, "store-unavailable"
+
+    async def _answered(self, thread: ThreadKey, message: Any) -> None:
+        """Claim the answer given in the thread (its next request is found by it); the answer stands if the store fails."""
+        if not isinstance(message, dict):
+            return
+        try:
+            await self._finder.answered(thread, message)
+        except StoreUnavailable as exc:
+            log.warning("thread %s: its answer was not recorded: %s", thread.scope, exc.message)
 
     async def complete(self, request: ChatRequest) -> Completion:
-        thread, request = self._thread(request)
+        named, request = self._named(request)
         stats = request.meta.stats
-        if not self._paged_mode(request):
+        as_sent = self._as_sent(request)
+        if as_sent is not None:
             stats.form, stats.rounds = "pass-through", 1
             body = await self._upstream.complete(request.model, request.upstream_params())
-            return Completion(body=body, headers={"x-pcp-thread": thread.thread, **PASS_THROUGH})
-        now = request_time(request.meta.time, self._clock() if self._clock else None)
-        if _is_save(request):
-            text, headers = await self._save(request, thread, now)
-            stats.form, stats.rounds = "local", 0
-            return Completion(body=_local_completion(request.model, text), headers=headers)
-        prepared = await self._prepare(request, thread, now)
-        if prepared is None:
+            return Completion(body=body, headers={**({"x-pcp-thread": named} if named else {}), **as_sent})
+        thread = await self._thread(request, named)
+        prepared = None
+        if thread is not None:
+            now = request_time(request.meta.time, self._clock() if self._clock else None)
+            if _is_save(request):
+                text, headers = await self._save(request, thread, now)
+                stats.form, stats.rounds = "local", 0
+                return Completion(body=_local_completion(request.model, text), headers=headers)
+            prepared = await self._prepare(request, thread, now)
+        if thread is None or prepared is None:
             body = await self._upstream.complete(request.model, request.upstream_params())
-            return Completion(body=body, headers={"x-pcp-thread": thread.thread, **DEGRADED})
+            return Completion(body=body, headers={**({"x-pcp-thread": thread.thread} if thread else {}), **DEGRADED})
         context, form, raw_tokens = prepared
         if form is Form.RAW:
             body = await self._upstream.complete(request.model, request.upstream_params())
-            return Completion(body=body, headers={**pcp_headers(context, form, raw_tokens), "x-pcp-rounds": "1"})
-        body, rounds = await self._paged.complete(request, context)
-        return Completion(body=body, headers={**pcp_headers(context), "x-pcp-rounds": str(rounds)})
+            headers = {**pcp_headers(context, form, raw_tokens), "x-pcp-rounds": "1"}
+        else:
+            body, rounds = await self._paged.complete(request, context)
+            headers = {**pcp_headers(context), "x-pcp-rounds": str(rounds)}
+        choices = body.get("choices")
+        await self._answered(thread, choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None)
+        return Completion(body=body, headers=headers)
 
     def stream(self, request: ChatRequest) -> CompletionStream:
         headers: dict[str, str] = {}
         return CompletionStream(items=self._stream(request, headers), headers=headers)
 
     async def _stream(self, request: ChatRequest, headers: dict[str, str]) -> AsyncIterator[StreamItem]:
-        thread, request = self._thread(request)
-        headers["x-pcp-thread"] = thread.thread
+        named, request = self._named(request)
         stats = request.meta.stats
-        if not self._paged_mode(request):
+        as_sent = self._as_sent(request)
+        if as_sent is not None:
             stats.form, stats.rounds = "pass-through", 1
-            headers.update(PASS_THROUGH)
+            headers.update({**({"x-pcp-thread": named} if named else {}), **as_sent})
             async for chunk in self._upstream.stream(request.model, request.upstream_params()):
                 yield chunk
             return
-        now = request_time(request.meta.time, self._clock() if self._clock else None)
-        if _is_save(request):
-            text, save_headers = await self._save(request, thread, now)
-            headers.update(save_headers)
-            stats.form, stats.rounds = "local", 0
-            for chunk in _local_chunks(request.model, text, request.include_usage):
-                yield chunk
-            return
-        prepared = await self._prepare(request, thread, now)
-        if prepared is None:
+        thread = await self._thread(request, named)
+        prepared = None
+        if thread is not None:
+            headers["x-pcp-thread"] = thread.thread
+            now = request_time(request.meta.time, self._clock() if self._clock else None)
+            if _is_save(request):
+                text, save_headers = await self._save(request, thread, now)
+                headers.update(save_headers)
+                stats.form, stats.rounds = "local", 0
+                for chunk in _local_chunks(request.model, text, request.include_usage):
+                    yield chunk
+                return
+            prepared = await self._prepare(request, thread, now)
+        if thread is None or prepared is None:
             headers.update(DEGRADED)
             async for chunk in self._upstream.stream(request.model, request.upstream_params()):
                 yield chunk
             return
         context, form, raw_tokens = prepared
         headers.update(pcp_headers(context, form, raw_tokens))  # sent before the first round: the form is known
+        answer = _Answer()
         if form is Form.RAW:
             async for chunk in self._upstream.stream(request.model, request.upstream_params()):
-                yield chunk
+                yield answer.feed(chunk)
+            await self._answered(thread, answer.message())
             yield Comment("x-pcp-rounds: 1")
             return
         async for item in self._paged.stream(request, context):
-            yield item
+            yield answer.feed(item)
+        await self._answered(thread, answer.message())
 
     async def _prepare(self, request: ChatRequest, thread: ThreadKey, now: datetime) -> tuple[PagedContext, Form, int | None] | None:
         """The paged context and the form; None when the store is down and the config says to serve anyway."""
@@ -177,10 +233,7 @@ class ChatService:
             context = await self._build(request, thread, now)
             form, raw_tokens = await self._form(request, context)
         except StoreUnavailable as exc:
-            if self._config.store.when_unavailable == "error":
-                raise
-            log.warning("thread %s served pass-through: %s", thread.scope, exc.message)
-            stats.form, stats.rounds, stats.degraded = "pass-through", 1, "store-unavailable"
+            self._degrade(request, thread.scope, exc)
             return None
         _note(stats, context, form, raw_tokens)
         return context, form, raw_tokens
@@ -201,6 +254,9 @@ class ChatService:
         if not self._config.pcp.raw_form:
             return Form.PAGED, None
         paged_before = context.was_paged  # read with the rest of the thread (RedisStore.snapshot)
+        if paged_before and not context.exchanges:  # a client cleared its history (aider's /clear): start over raw
+            await self._store.mark_paged(context.thread, paged=False)
+            paged_before = False
         raw_tokens = None
         if not paged_before:  # counted as the budget counts the paged form: the model's encoding, whole messages
             raw_tokens = TokenCounter.for_model(request.model).count_messages(request.messages)
@@ -229,6 +285,29 @@ class ChatService:
                 f"(GET /pcp/threads/{thread.thread} shows it, and pending_jobs reaches 0 when it is done)."
             )
         return text, {"x-pcp-thread": thread.thread, "x-pcp-rounds": "0", "x-pcp-pages": f"0/{total}"}
+
+
+class _Answer:
+    """The first choice's message of a streamed answer, reassembled from the chunks passed on to the client."""
+
+    def __init__(self) -> None:
+        self._text: list[str] = []
+        self._calls: dict[int, str] = {}
+
+    def feed(self, item: StreamItem) -> StreamItem:
+        choices = item.get("choices") if isinstance(item, dict) else None
+        delta = choices[0].get("delta") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+        if isinstance(delta, dict):
+            if isinstance(delta.get("content"), str):
+                self._text.append(delta["content"])
+            for call in delta.get("tool_calls") or ():
+                if isinstance(call, dict) and call.get("id"):
+                    self._calls.setdefault(int(call.get("index") or 0), str(call["id"]))
+        return item
+
+    def message(self) -> dict[str, Any]:
+        calls = [{"id": call_id} for _, call_id in sorted(self._calls.items())]
+        return {"role": "assistant", "content": "".join(self._text), **({"tool_calls": calls} if calls else {})}
 
 
 def _note(stats: RequestStats, context: PagedContext, form: Form, raw_tokens: int | None) -> None:

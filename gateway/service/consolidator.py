@@ -2,8 +2,9 @@
 
 Jobs (all idempotent; the queue delivers at least once):
 - `consolidate` (after a request stored new pages): manifests from `pcp.summarizer_model` for the new
-  pages, then semantic adsorption / drift / relay over their content embeddings; each flush is
-  frozen into a Consolidated page and committed together with the segmentation state.
+  pages, then segmentation (drift judged with a lookahead, relay, split; gateway.core.segmentation) over
+  their content embeddings; each flush is frozen into a Consolidated page and committed together with the
+  segmentation state, pages still pending included.
 - `flush` (`/save`, or a buffer idle for `pcp.idle_flush_minutes`): drain, then flush the buffer.
 - `merge` (every `pcp.merge_interval_hours`): adjacent same-topic containers that have not been used
   for `pcp.merge_staleness_hours` are merged into a higher container.
@@ -85,7 +86,9 @@ class Consolidator:
         self._clock = clock
         self._count = TokenCounter().count
         self.policy = SegmentationPolicy(
-            adsorb_threshold=settings.adsorb_threshold,
+            drift_margin=settings.drift_margin,
+            drift_overlap=settings.drift_overlap,
+            lookahead=settings.drift_lookahead,
             max_processing_tokens=settings.max_processing_tokens,
             container_tokens=settings.container_tokens,
             idle=timedelta(minutes=settings.idle_flush_minutes),

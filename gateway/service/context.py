@@ -81,6 +81,7 @@ class PagedContext:
     added: tuple[str, ...] = ()
     selected_by: str = "heuristic"  # who chose the views (gateway.service.router.Selection.decided_by)
     was_paged: bool = False  # whether a request of the thread went upstream paged before (gateway.core.form)
+    exchanges: int = 0  # the conversation's exchanges in this request's history
 
 
 def zoom_names(client_tools: Sequence[Any]) -> ZoomNames:
@@ -258,6 +259,7 @@ class ContextBuilder:
             added=tuple(added),
             selected_by=fitted.selected_by,
             was_paged=snapshot.paged,
+            exchanges=len(ids),
         )
 
     async def _same_sitting(self, history: History) -> bool:

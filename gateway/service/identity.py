@@ -18,7 +18,7 @@ from typing import Any
 from gateway.core import message_text, utc
 from gateway.errors import InvalidRequest
 
-__all__ = ["key_tenant", "thread_of", "path_thread", "request_time", "request_budget"]
+__all__ = ["key_tenant", "named_thread", "thread_of", "path_thread", "request_time", "request_budget"]
 
 _SAFE_THREAD = re.compile(r"[A-Za-z0-9._\-]{1,128}")
 
@@ -53,12 +53,20 @@ def path_thread(thread: str) -> str:
     return thread
 
 
-def thread_of(header: str | None, metadata_thread: Any, tenant: str, messages: Sequence[Mapping[str, Any]]) -> str:
-    """The request's thread id (see the module docstring)."""
+def named_thread(header: str | None, metadata_thread: Any) -> str | None:
+    """The thread a request names, by header or metadata (see the module docstring); ``None`` when it names none."""
     if header and header.strip():
         return _clean(header.strip())
     if isinstance(metadata_thread, str) and metadata_thread.strip():
         return _clean(metadata_thread.strip())
+    return None
+
+
+def thread_of(header: str | None, metadata_thread: Any, tenant: str, messages: Sequence[Mapping[str, Any]]) -> str:
+    """The thread named, else the fingerprint of (tenant, first user message) (see the module docstring)."""
+    named = named_thread(header, metadata_thread)
+    if named is not None:
+        return named
     first_user = next((message_text(m) for m in messages if m.get("role") == "user"), "")
     return "f" + _digest(tenant, first_user)
 

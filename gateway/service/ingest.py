@@ -26,7 +26,7 @@ from gateway.core.excerpt import sentences
 from gateway.core.labels import label_shapes, without_labels
 from gateway.core.lexical import term_counts
 from gateway.core.original import kept_messages
-from gateway.core.scaffolding import Layout, compile_pins, decide, scaffolding_blocks
+from gateway.core.scaffolding import Layout, decide, scaffolding_blocks
 from gateway.errors import InvalidRequest
 from gateway.service.split_cache import Split, SplitCache
 
@@ -99,15 +99,15 @@ def matched_query(query: str, blocks: Sequence[Block], tail: Sequence[Mapping[st
 
 
 class Ingestion:
-    """Stores what a request's history adds to its thread, with the config's pins for the client's scaffolding."""
+    """Stores what a request's history adds to its thread, with the client profiles' pins for its scaffolding."""
 
     def __init__(self, store: RedisStore, settings: PcpSettings, embedder: Embedder | None) -> None:
         self._store = store
         self._embedder = embedder
         self._counter = TokenCounter()  # pages are counted with one tokenizer whatever model a request names
         self._splits = SplitCache()
-        self._pins = compile_pins(settings.pin)
-        self._preamble = compile_pins(settings.pin_preamble)
+        markers = settings.client_markers()  # the built-in client profiles' and the config's
+        self._pins, self._preamble = markers.pins, markers.preamble
 
     def conversation(self, blocks: Sequence[Block], scaffold: frozenset[int] | None = None) -> list[int]:
         """Positions of the blocks that are conversation, the ones paged: not the client's scaffolding (found

@@ -118,8 +118,9 @@ class ThreadInspector:
             "trace": [{"action": s.action, "target": s.target, "reason": s.reason, "time": iso_time(s.time)} for s in steps],
             "segment": {
                 "cursor": segment.cursor,
-                "buffer_pages": list(segment.buffer.page_ids),
-                "buffer_tokens": segment.buffer.tokens,
+                "buffer_pages": list(segment.buffer.held_ids),  # committed to the topic, then pending
+                "pending_pages": [block.page_id for block in segment.buffer.pending],  # not yet placed in a topic
+                "buffer_tokens": segment.buffer.held_tokens,
                 "topic_id": segment.buffer.topic_id,
             },
             "form": "paged" if await self._store.was_paged(thread) else "raw",  # paged for good: it outgrew the budget

@@ -55,7 +55,7 @@ class Layout:
     seen: Mapping[str, datetime]  # when the model last saw each page
     hopeless: bool  # no page can be shown
     # the exchange the live turn follows in its sitting, paged because it could not stay whole: whatever it matches,
-    # it fills what the pages that match leave, with as much of its opening as fits
+    # its question is shown before any page is weighed, and as much more of its opening as the matching pages leave
     follows: str | None = None
 
 
@@ -121,11 +121,12 @@ class ViewChoice:
             }
 
         excerpts = rendering.excerpts = excerpted(full)
-        if layout.follows is not None and layout.follows in flow and not whole:
-            if layout.follows not in pages:
-                pages.update(await self._store.pages(thread, [layout.follows]))
-            if layout.follows in pages and not excerpts.get(layout.follows, (None, ()))[1]:
-                excerpts[layout.follows] = self._excerpts.leading(thread, pages[layout.follows], layout.counter)
+        follows = layout.follows if layout.follows is not None and layout.follows in flow and not whole else None
+        if follows is not None:
+            if follows not in pages:
+                pages.update(await self._store.pages(thread, [follows]))
+            if follows in pages:
+                excerpts[follows] = self._excerpts.leading(thread, pages[follows], layout.counter)
         room = layout.limit - layout.fixed
         table = kept_table(layout.snapshot.derived, flow.roots, manifests)  # kept with the thread's version
         more = [] if whole else ranked[len(best) : showable(table, best, excerpts, room)]
@@ -140,7 +141,7 @@ class ViewChoice:
             if r not in made:
                 made[r] = candidate_of(
                     manifests[r], relevance[r], view_of(requested, r), flow, manifests, wanted, layout.seen.get(r), r in state,
-                    excerpts.get(r), r in full or view_of(wanted, r) is View.DETAIL,
+                    excerpts.get(r), r in full or view_of(wanted, r) is View.DETAIL, 0 if r == follows else None,
                 )
             return made[r]
 

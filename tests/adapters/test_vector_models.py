@@ -25,7 +25,7 @@ from gateway.adapters.store_keys import ThreadKey
 from gateway.core import consolidated_page, original_page
 from gateway.core.blocks import split_blocks
 from gateway.core.lexical import term_counts
-from gateway.core.segmentation import Buffer
+from gateway.core.segmentation import Buffer, SegmentBlock
 from gateway.errors import ConfigError
 from gateway.service.reembedding import Reembedding
 
@@ -101,11 +101,13 @@ async def test_a_thread_of_another_model_is_re_embedded_from_the_texts_it_was_ma
     assert await Reembedding(store, None).ensure(thread) == 0
 
 
-def test_a_topic_kernel_of_another_model_is_dropped() -> None:
-    buffer = Buffer(topic_id="t", page_ids=("a",), tokens=3, kernel=(1.0, 0.0))
-    assert parse_buffer(buffer_json(buffer, "model-a"), "model-a").kernel == (1.0, 0.0)
-    assert parse_buffer(buffer_json(buffer, "model-a")).kernel is None
-    assert "model" not in buffer_json(buffer) and parse_buffer(buffer_json(buffer)).kernel == (1.0, 0.0)
+def test_a_topic_of_another_model_keeps_its_pages_not_its_vectors() -> None:
+    pending = SegmentBlock("b", 5, False, (0.0, 1.0), NOW)
+    buffer = Buffer(topic_id="t", page_ids=("a",), tokens=3, topic_sum=(1.0, 0.0), pending=(pending,))
+    assert parse_buffer(buffer_json(buffer, "model-a"), "model-a") == buffer
+    other = parse_buffer(buffer_json(buffer, "model-a"))
+    assert (other.topic_sum, other.pending, other.page_ids, other.tokens) == (None, (), ("a", "b"), 8)
+    assert "model" not in buffer_json(buffer) and parse_buffer(buffer_json(buffer)) == buffer
 
 
 def _onnx_folder(tmp_path: Path) -> Path:

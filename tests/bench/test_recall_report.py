@@ -70,3 +70,24 @@ def test_answer_shown_is_reported_over_the_questions_that_can_be_checked() -> No
     assert "(2 questions whose gold answer" in line
     assert "pcp gateway 0.500 / 1.000; recent turns 0.000 / 0.500." in line
     assert answer_lines({"pcp gateway": [out(1000, None)]}, (1000,)) == []
+
+
+def test_write_docs_puts_the_sections_and_the_summary_in_their_own_files(tmp_path: Path) -> None:
+    text = _doc()
+    results, summary = tmp_path / "benchmark-results.md", tmp_path / "benchmarks.md"
+    s_begin, s_end = SUMMARY_MARKERS
+    results.write_text(text.replace(text[text.index(s_begin):text.index(s_end) + len(s_end)], ""), encoding="utf-8")
+    summary.write_text(f"# Benchmarks\n{s_begin}\n{SUMMARY_HEAD[0]}\n{SUMMARY_HEAD[1]}\n{s_end}\nmethod\n", encoding="utf-8")
+    row = "| LoCoMo | 3 | new | new | new | new | 0 / 0 | now |"
+    write_docs(results, {"locomo": "new locomo results"}, {"LoCoMo": row}, ORDER, summary_path=summary)
+    assert "new locomo results" in results.read_text(encoding="utf-8") and s_begin not in results.read_text(encoding="utf-8")
+    assert row in summary.read_text(encoding="utf-8") and "method" in summary.read_text(encoding="utf-8")
+
+
+def test_write_docs_writes_neither_file_when_the_summary_markers_are_missing(tmp_path: Path) -> None:
+    results, summary = tmp_path / "benchmark-results.md", tmp_path / "benchmarks.md"
+    results.write_text(_doc(), encoding="utf-8")
+    summary.write_text("# Benchmarks\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="not found"):
+        write_docs(results, {"locomo": "new"}, {}, ORDER, summary_path=summary)
+    assert results.read_text(encoding="utf-8") == _doc() and summary.read_text(encoding="utf-8") == "# Benchmarks\n"

@@ -2,7 +2,8 @@
 
 The clients are looked for in ``$PCP_CLIENTS_DIR``, else ``.clients/`` at the top of the checkout, where
 ``scripts/setup-clients`` installs them: ``aider/`` (a venv with ``aider-chat``), ``opencode/`` (npm's
-``opencode-ai``) and ``continue/`` (npm's ``@continuedev/cli``). A test whose client is not installed is skipped, saying how to install it.
+``opencode-ai``), ``continue/`` (npm's ``@continuedev/cli``), ``claude-code/`` (npm's ``@anthropic-ai/claude-code``)
+and ``codex/`` (npm's ``@openai/codex``). A test whose client is not installed is skipped, saying how to install it.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 every request and is never memory; its conversation is paged once it outgrows the budget.
 
 aider (from `scripts/setup-clients`) runs in its own venv, driven through its Python API by `aider_driver.py`,
-against the gateway subprocess started with the shipped config.yaml's `pcp.pin` / `pcp.pin_preamble` and a small
-budget (aider cannot send headers per request, so the budget comes from the config), and the scripted upstream.
+against the gateway subprocess started with the built-in aider profile (its pins, its summarizer's side requests) and
+a small budget (aider cannot send headers per request, so the budget comes from the config), and the scripted
+upstream.
 """
 
 from __future__ import annotations
@@ -62,12 +63,11 @@ def aider_python() -> Path:
 
 @pytest.fixture(scope="module", params=["pins", "layout"])
 def gateway(request: pytest.FixtureRequest, fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    """The gateway with the shipped config's aider pins, or with none: the request layout alone decides."""
-    shipped = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))["pcp"]
+    """The gateway with the built-in aider profile's pins, or with the profile off: the request layout alone decides."""
     workdir = tmp_path_factory.mktemp("aider-gateway")
-    pcp = {"budget_tokens": BUDGET, "recent_turns": 2}
-    if request.param == "pins":
-        pcp.update(pin=shipped["pin"], pin_preamble=shipped["pin_preamble"])
+    pcp: dict[str, Any] = {"budget_tokens": BUDGET, "recent_turns": 2}
+    if request.param == "layout":
+        pcp["profiles"] = {"aider": False}
     with GatewayProcess(config=gateway_config(fake.url, workdir / "data", pcp=pcp), workdir=workdir) as process:
         yield process
 
@@ -99,8 +99,8 @@ def _committed(path: Path) -> Path:
 
 
 def _run_aider(
-    python: Path, gateway: GatewayProcess, repo: Path, home: Path, thread: str,
-    files: Sequence[str] = ("greet.py",), turns: Sequence[str] = TURNS, map_tokens: int | None = None,
+    python: Path, gateway: GatewayProcess, repo: Path, home: Path, thread: str | None,
+    files: Sequence[str] = ("greet.py",), turns: Sequence[str] = TURNS, map_tokens: int | None = None, settle: bool = False,
 ) -> dict[str, Any]:
     # aider's model-price list is fetched from the web unless its cache is fresh: an empty one keeps it offline
     (home / ".aider" / "caches").mkdir(parents=True)
@@ -109,6 +109,7 @@ def _run_aider(
     spec: dict[str, Any] = {"base_url": gateway.base_url, "repo": str(repo), "thread": thread, "model": "fake-model", "files": list(files), "turns": list(turns)}
     if map_tokens is not None:
         spec["map_tokens"] = map_tokens
+    spec["settle"] = settle
     done = subprocess.run(
         [str(python), str(Path(__file__).with_name("aider_driver.py"))],
         input=json.dumps(spec), capture_output=True, text=True, env=env, timeout=600,
@@ -147,7 +148,7 @@ def test_aider_scaffolding_is_sent_verbatim_every_time_and_only_the_conversation
     # by the first request and growing at its end: the examples are paged like one. Once the edit is applied it
     # moves the exchanges before the files block, and the file block is replaced: the request after the edit
     # (the third) is the first whose scaffolding the layout finds.
-    pinned = bool(gateway.config["pcp"].get("pin"))
+    pinned = "profiles" not in gateway.config["pcp"]
     found_from = 0 if pinned else 2
     preambles = set()
     for turn, body in enumerate(requests):
@@ -196,7 +197,7 @@ def test_aider_whose_own_parts_exceed_the_shipped_budget_still_sees_its_conversa
     and the history gets a quarter of it: every turn still reaches the model with the turn before it."""
     shipped = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))["pcp"]
     budget = shipped["budget_tokens"]
-    pcp = {"budget_tokens": budget, "pin": shipped["pin"], "pin_preamble": shipped["pin_preamble"], "raw_form": shipped.get("raw_form", True)}
+    pcp = {"budget_tokens": budget, "raw_form": shipped.get("raw_form", True)}
     repo = tmp_path / "repo"  # this repository's package: a map as full as a real project's
     shutil.copytree(ROOT / "gateway", repo / "gateway", ignore=shutil.ignore_patterns("__pycache__"))
     turns = [f"Question {n}: about the scheduler, and the code word WORD-{n}." for n in range(1, 6)]  # no edit asked
@@ -214,3 +215,89 @@ def test_aider_whose_own_parts_exceed_the_shipped_budget_still_sees_its_conversa
         sent = json.dumps(body["messages"])
         assert f"WORD-{n}" in sent and (n == 1 or f"WORD-{n - 1}" in sent), f"turn {n} lost the turn before it"
         assert counter.count_messages(body["messages"]) > budget  # aider's own parts alone are over it
+
+
+SUMMARIZER = "*Briefly* summarize this partial conversation about programming."
+
+
+def _reply_or_summary(recorded: Recorded) -> Reply:
+    """`_reply`, and a summary for aider's history summarizer (its weak model is the main one here)."""
+    assert recorded.body is not None
+    if str(recorded.body["messages"][0]["content"]).startswith(SUMMARIZER):
+        return Reply(content="I asked you about greet.py and several unrelated topics; you answered each.")
+    return _reply(recorded)
+
+
+def _bare_gateway(fake: FakeUpstream, workdir: Path, **pcp: Any) -> GatewayProcess:
+    """The gateway on a user's own LiteLLM config: a model_list and no pcp: section (unless ``pcp`` is given)."""
+    config = gateway_config(fake.url, workdir / "data", pcp=pcp)
+    if not pcp:
+        del config["pcp"]
+    workdir.mkdir(exist_ok=True)
+    return GatewayProcess(config=config, workdir=workdir)
+
+
+def _threads(gateway: GatewayProcess) -> list[dict[str, Any]]:
+    auth = {"Authorization": "Bearer sk-client"}
+    listed: list[dict[str, Any]] = httpx.get(f"{gateway.root_url}/pcp/threads", headers=auth, timeout=10).json()["data"]
+    return [httpx.get(f"{gateway.root_url}/pcp/threads/{t['id']}", headers=auth, timeout=10).json() for t in listed]
+
+
+def test_two_aider_sessions_in_two_repositories_without_a_header_are_two_threads(
+    aider_python: Path, fake: FakeUpstream, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    """aider's first user message is its own example, the same in every session and repository: each session is
+    still a thread of its own, and neither's requests ever carry the other's conversation."""
+    alpha = [f"Alpha {n}: what does greet do with the word ALPHA-{n}?" for n in range(1, 4)]
+    beta = [f"Beta {n}: how would greet say hello to BETA-{n}?" for n in range(1, 4)]
+    upstream.script(*[_reply_or_summary] * 20)
+    with _bare_gateway(fake, tmp_path / "gateway") as gateway:
+        _run_aider(aider_python, gateway, _repo(tmp_path / "alpha"), tmp_path / "home-alpha", None, turns=alpha)
+        first = len(upstream.chat_requests)
+        _run_aider(aider_python, gateway, _repo(tmp_path / "beta"), tmp_path / "home-beta", None, turns=beta)
+        threads = _threads(gateway)
+    assert not any("ALPHA-" in json.dumps(r.body) for r in upstream.chat_requests[first:])
+    assert len(threads) == 2
+    for view, own, other in zip(sorted(threads, key=lambda v: "Beta" in json.dumps(v["pages"])), ("ALPHA-", "BETA-"), ("BETA-", "ALPHA-")):
+        stored = json.dumps(view["pages"])
+        assert own in stored and other not in stored
+
+
+def test_one_long_aider_session_that_summarizes_its_history_stays_one_thread(
+    aider_python: Path, fake: FakeUpstream, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    """aider replaces the older part of its history with a summary of it (its weak model's side request) once the
+    history it has filed (after each applied edit) outgrows 1,024 tokens: the session stays one thread, and the
+    summarizer's requests go upstream as aider sent them and are never stored."""
+    turns = [f"Question {n}: about greet, and the code word WORD-{n}." for n in range(1, 9)]
+    upstream.script(*[_reply_or_summary] * 30)
+    with _bare_gateway(fake, tmp_path / "gateway") as gateway:
+        _run_aider(aider_python, gateway, _repo(tmp_path / "repo"), tmp_path, None, turns=turns, settle=True)
+        threads = _threads(gateway)
+    summaries = [r.body for r in upstream.chat_requests if r.body and str(r.body["messages"][0]["content"]).startswith(SUMMARIZER)]
+    assert summaries, "aider did not summarize its history"
+    assert all(len(body["messages"]) == 2 and "tools" not in body and "<PagedContext" not in json.dumps(body) for body in summaries)
+    later = [r.body for r in upstream.chat_requests if r.body and "I spoke to you previously" in json.dumps(r.body["messages"])]
+    assert later, "aider never sent its summary"
+    assert len(threads) == 1
+    stored = json.dumps(threads[0]["pages"])
+    assert all(f"WORD-{n}" in stored for n in range(1, len(turns))) and SUMMARIZER not in stored
+
+
+def test_aider_on_a_bare_litellm_config_keeps_its_chat_files_verbatim_in_every_request(
+    aider_python: Path, fake: FakeUpstream, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    """A user's own LiteLLM config (no pcp: section at all), a 10-turn session of questions without edits: the file
+    added to the chat reaches the model verbatim in every request, never as memory, though no edit ever shows the
+    request layout where aider's files block is."""
+    turns = [f"Question {n}: unrelated, tell me about {topic} and the code word WORD-{n}." for n, topic in enumerate(TOPICS + ["tea", "maps"], start=1)]
+    upstream.script(*[_reply_or_summary] * 40)
+    with _bare_gateway(fake, tmp_path / "gateway") as gateway:
+        _run_aider(aider_python, gateway, _repo(tmp_path / "repo"), tmp_path, None, turns=turns)
+    requests = [r.body for r in upstream.chat_requests if r.body and not str(r.body["messages"][0]["content"]).startswith(SUMMARIZER)]
+    assert len(requests) == len(turns) == 10
+    for turn, body in enumerate(requests, start=1):
+        blocks = [str(m["content"]) for m in body["messages"][1:] if FILES_MARK in str(m["content"])]
+        assert len(blocks) == 1 and GREET in blocks[0], f"request {turn} lost the files block"
+        assert f"WORD-{turn}" in json.dumps(body["messages"][-1])
+    assert any("<PagedContext" in str(body["messages"][0]["content"]) for body in requests)  # the history did outgrow it

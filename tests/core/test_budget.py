@@ -134,6 +134,20 @@ def test_a_page_the_model_opened_keeps_its_view() -> None:
     assert dict(fit([whole], budget=150).views) == {"open": D}
 
 
+def test_a_floor_excerpt_is_taken_before_any_page_is_weighed_and_the_rest_by_value() -> None:
+    # the exchange a turn follows: its question (its first excerpt) however little it matches; more of it only by value
+    follows = replace(cand("follows", 1e-6, hours=0, detail=300, background=40), line_coverage=0.0,
+                      excerpts=(Excerpt(30, 0.1), Excerpt(120, 0.4)), floor=0)
+    matching = [replace(cand(c, 1.0, background=20), line_coverage=0.9) for c in ("x", "y", "z")]
+    result = fit([follows, *matching], budget=80)
+    assert result.excerpts == {"follows": 0} and len(result.background_ids) == 3  # 31 + 21 + 21: two of three lines
+    assert set(result.background_ids) - {"follows"} <= {"x", "y", "z"}
+    without = fit([replace(follows, floor=None), *matching], budget=80)
+    assert "follows" not in without.background_ids  # weighed with the others, it loses
+    with pytest.raises(ValueError, match="floor"):
+        replace(follows, floor=2)
+
+
 def test_a_summary_whole_on_its_line_is_never_a_summary_node() -> None:
     on_line = [Candidate(c, 0.5, NOW - timedelta(hours=h), 30, 40, S, 36, summary_on_line=True) for c, h in (("a", 2), ("b", 1))]
     result = fit_context(on_line, fixed_tokens=0, budget=100, now=NOW, background_overhead=0, day_overhead=0)

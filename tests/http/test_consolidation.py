@@ -10,6 +10,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,8 @@ from gateway.core.pages import page_id
 
 from tests.support.fake_upstream import FakeUpstream, Recorded, Reply, Response, Slow, ToolCall
 from tests.support.gateway_process import ROOT, GatewayProcess, gateway_config
-from tests.support.topics import TOPICS, chat_messages
+from tests.support.topic_styles import GUITAR, MOVING
+from tests.support.topics import BICYCLE, TOPICS, chat_messages
 
 SOURDOUGH = [
     "How do I keep my sourdough starter alive while I travel for two weeks?",
@@ -144,6 +146,41 @@ def test_a_chat_of_short_messages_freezes_at_the_exchanges_where_its_topics_chan
     pages = [page_id(block.text) for block in split_blocks(messages).blocks]
     expected = [pages[0:6], pages[6:12], pages[12:18]]
     assert [[c["id"] for c in root.get("children", [])] for root in data["pages"]] == expected, json.dumps(data)[:3000]
+
+
+def test_a_chat_lived_exchange_by_exchange_freezes_one_container_per_topic(consolidating: GatewayProcess, upstream: FakeUpstream) -> None:
+    # as a client sends it: each request the whole history and the next question, ten minutes after the last, the
+    # model's short reply coming back; the pages are stored one request later, and segmented while the chat goes
+    # on. A bicycle, a first guitar, a move: the fixed cosine bar froze this chat into six runs, the move's first
+    # exchange in the guitar's
+    thread = "lived-" + uuid.uuid4().hex[:8]
+    topics = (BICYCLE, GUITAR, MOVING)
+    asked = [q for topic in topics for q, _ in topic]
+    replies = [r for topic in topics for _, r in topic]
+    reply_to = dict(zip(asked, replies))  # to the live question, the last user message however the history is sent
+    summarizer = Summarizer()
+
+    def model(recorded: Recorded) -> Response:
+        body = recorded.body or {}
+        if body.get("model") == "summarizer":
+            return summarizer(recorded)
+        return Reply(content=reply_to[next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")])
+
+    upstream.script(*[model] * 200)  # 18 turns, and for the summarizer 18 manifests, 3 containers
+    start = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(hours=1)  # ahead of the idle scan's clock
+    history: list[dict[str, Any]] = []
+    for n, question in enumerate([*asked, "/save"]):
+        when = {"X-PCP-Time": (start + timedelta(minutes=10 * n)).isoformat()}
+        messages = [*history, {"role": "user", "content": question}]
+        reply = client(consolidating, thread, **when).chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+        history = [*messages, {"role": "assistant", "content": reply.choices[0].message.content or ""}]
+    assert [m["content"] for m in history[1:-2:2]] == replies  # the client heard what the script answers
+    data = settled(consolidating, thread)
+    pages = [page_id(block.text) for block in split_blocks(chat_messages(*topics)).blocks]
+    roots = data["pages"]
+    assert [r["type"] for r in roots] == ["Consolidated"] * 3, json.dumps(data)[:3000]
+    assert [[c["id"] for c in root["children"]] for root in roots] == [pages[0:6], pages[6:12], pages[12:18]]
+    assert [root["timestamp"] for root in roots] == sorted(root["timestamp"] for root in roots)
 
 
 def _page_id(text: str, needle: str) -> str:
@@ -265,10 +302,11 @@ def test_merging_stale_containers_and_zooming_through_two_levels(fake: FakeUpstr
     )  # fmt: skip
     thread = "merge-" + uuid.uuid4().hex[:8]
     long_reply = "A long, careful answer about sourdough starters, feeding, flour and temperature. " * 6
-    messages = exchanges(SOURDOUGH * 2, reply=long_reply) + [{"role": "user", "content": "/save"}]
+    questions = [f"{q} (day {day})" for day in (1, 2) for q in SOURDOUGH]  # eight pages: two relays before /save
+    messages = exchanges(questions, reply=long_reply) + [{"role": "user", "content": "/save"}]
     with GatewayProcess(config=config, workdir=tmp_path) as gateway:
         two_days_ago = "2026-01-01T10:00:00Z"  # logical time: these pages are stale for the merge
-        client(gateway, thread, **{"X-PCP-Time": two_days_ago}).chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+        saved = client(gateway, thread, **{"X-PCP-Time": two_days_ago}).chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
         # merges are due every 1.8 s here, more often than the scheduler's idle scan (a minute): it wakes for them
         deadline = time.monotonic() + 30
         while not any(c.get("children") and c["type"] == "Consolidated" and any(g["type"] == "Consolidated" for g in c["children"]) for c in settled(gateway, thread)["pages"]):
@@ -279,7 +317,11 @@ def test_merging_stale_containers_and_zooming_through_two_levels(fake: FakeUpstr
         assert len(top) == 1 and all(c["type"] == "Consolidated" for c in top[0]["children"])
 
         upstream.script(*[_zoom_to_an_original(top[0]["id"])] * 8)
-        question = [*messages[:-1], {"role": "assistant", "content": "Saved."}, {"role": "user", "content": "What did I ask first?"}]
+        # one more exchange after /save: the one the question follows is sent verbatim, and every page of the
+        # merged topic is history (a container holding the verbatim exchange is not shown)
+        after = [{"role": "assistant", "content": saved.choices[0].message.content}, {"role": "user", "content": "Thanks, that is all for the starter."},
+                 {"role": "assistant", "content": "You're welcome."}]
+        question = [*messages, *after, {"role": "user", "content": "What did I ask first?"}]
         raw = client(gateway, thread).chat.completions.with_raw_response.create(model="fake-model", messages=question)  # type: ignore[arg-type]
         assert raw.parse().choices[0].message.content == "found it"
         # Unpacked, child Detail, child Unpacked, original Detail, then the answer (the top may start in Detail)

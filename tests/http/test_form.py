@@ -90,6 +90,14 @@ def test_a_thread_goes_raw_while_it_fits_then_paged_for_good(forming: GatewayPro
     assert text == "Still paged." and headers["x-pcp-form"] == "paged"
     assert "<PagedContext" in (upstream.chat_requests[-1].body or {})["messages"][0]["content"]
 
+    # until the client clears its history (aider's /clear): a request with no exchange before its live turn starts
+    # over raw, and so do the short ones after it
+    for messages in (chat(0), chat(2)):
+        upstream.script(Reply(content="Raw again."))
+        headers, text = send(forming, thread, messages, stream)
+        assert text == "Raw again." and headers["x-pcp-form"] == "raw"
+        assert (upstream.chat_requests[-1].body or {})["messages"] == messages
+
 
 def test_a_budget_the_raw_thread_does_not_fit_sends_it_paged(forming: GatewayProcess, upstream: FakeUpstream) -> None:
     thread = "form-budget-" + uuid.uuid4().hex[:8]

@@ -485,6 +485,29 @@ def test_the_exchange_a_turn_follows_shows_its_opening_when_it_cannot_stay_whole
     assert int(raw.headers["x-pcp-prompt-tokens"]) <= 1000
 
 
+def test_the_question_of_the_exchange_a_turn_follows_stays_when_matching_pages_would_fill_the_budget(paged: GatewayProcess, upstream: FakeUpstream) -> None:
+    """At a 1,000-token budget, a live turn about an older topic whose exchanges match it word for word: the pages
+    that match could fill the budget, and the exchange the turn follows matches none of its words. Its question is
+    shown all the same (the thread of thought), the rest of it only as far as the matching pages leave room."""
+    reply = "ANSWER: " + " ".join(f"w{i}" for i in range(150)) + " END"
+    jazz = "The drop-2 jazz chords voicing: " + " ".join(f"jazz chords extensions v{i}." for i in range(30))
+    client = _client(paged, _thread(), **{"X-PCP-Budget": "1000"})
+    messages: list[dict[str, Any]] = []
+    topics = [f"jazz chords voicing {n}: the drop-2 jazz chords voicing with jazz chords extensions" for n in range(10)]
+    boots = "hiking boots for the alps, " + " ".join(f"with a stiff sole number {i}" for i in range(12)) + ", and which of them is best for scree"
+    for n, topic in enumerate([*topics, boots], 1):
+        upstream.script(Reply(content=jazz if "jazz" in topic else reply))
+        messages = _ask(messages, f"TURN-{n}: tell me about {topic}.")
+        client.chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+        messages.append({"role": "assistant", "content": jazz if "jazz" in topic else reply})
+    notes = "More on jazz chords voicing, drop-2 jazz chords extensions? My notes: " + " ".join(f"note-{i} alpha beta" for i in range(90))
+    raw = client.chat.completions.with_raw_response.create(model="fake-model", messages=_ask(messages, notes))  # type: ignore[arg-type]
+    sent = json.dumps(upstream.chat_requests[-1].body)
+    assert f"TURN-11: tell me about {boots}" in sent
+    assert "jazz chords voicing" in sent.split("TURN-11")[0]  # the matching pages are there too
+    assert int(raw.headers["x-pcp-prompt-tokens"]) <= 1000
+
+
 def test_an_oversized_system_prompt_goes_over_budget_and_the_history_keeps_a_quarter_of_it(paged: GatewayProcess, upstream: FakeUpstream) -> None:
     rules = {"role": "system", "content": "Rules of the IDE. " * 600}
     alone = _client(paged, _thread()).chat.completions.with_raw_response.create(model="fake-model", messages=[rules, {"role": "user", "content": "fix it"}])  # type: ignore[list-item]

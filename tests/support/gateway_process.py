@@ -67,6 +67,7 @@ class GatewayProcess:
     process: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
     args: tuple[str, ...] = ()  # more `serve` options (e.g. --log-format json)
+    env: dict[str, str | None] = field(default_factory=dict)  # environment variables to set (None: unset)
 
     @property
     def base_url(self) -> str:
@@ -84,6 +85,9 @@ class GatewayProcess:
         # the gateway chooses its own upstream path (gateway.adapters.upstream.select_openai_path): a switch that an
         # in-process test set in this process's environment must not decide it for the child
         env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", HTTP_HANDLER_SWITCH)}
+        env.update({k: v for k, v in self.env.items() if v is not None})
+        for name in (k for k, v in self.env.items() if v is None):
+            env.pop(name, None)
         with open(self.log_path, "wb") as log_file:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "gateway", "serve", "--config", str(config_path), "--port", str(self.port), *self.args],
