@@ -22,7 +22,7 @@ import html
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,9 +113,11 @@ def words(text: str) -> list[str]:
 
 
 class BM25:
-    def __init__(self, docs: Sequence[str], k1: float = BM25_K1, b: float = BM25_B) -> None:
+    def __init__(self, docs: Sequence[str], k1: float = BM25_K1, b: float = BM25_B,
+                 tokens: Callable[[str], list[str]] = words) -> None:
         self.k1, self.b = k1, b
-        self.tfs = [Counter(words(d)) for d in docs]
+        self.words = tokens
+        self.tfs = [Counter(tokens(d)) for d in docs]
         self.lens = [sum(tf.values()) for tf in self.tfs]
         self.avg = (sum(self.lens) / len(self.lens)) if self.lens else 0.0
         df: Counter[str] = Counter()
@@ -125,7 +127,7 @@ class BM25:
         self.idf = {w: math.log(1 + (n - f + 0.5) / (f + 0.5)) for w, f in df.items()}
 
     def scores(self, query: str) -> list[float]:
-        terms = [w for w in dict.fromkeys(words(query)) if w in self.idf]
+        terms = [w for w in dict.fromkeys(self.words(query)) if w in self.idf]
         out = []
         for tf, length in zip(self.tfs, self.lens):
             s = 0.0
@@ -180,13 +182,13 @@ def make_chunks(conv: Conversation, within: bool = False) -> list[Chunk]:
 class Baselines:
     """Both baselines for one conversation; `history_only` = the reference's B (history text tokens only)."""
 
-    def __init__(self, conv: Conversation) -> None:
+    def __init__(self, conv: Conversation, tokens: Callable[[str], list[str]] | None = None) -> None:
         self.conv = conv
         self.turns = conv.turns
         self.turn_msg_tokens = [COUNTER.count_message({"role": t.role, "content": t.text}) for t in self.turns]
         self.turn_text_tokens = [COUNTER.count(t.text) for t in self.turns]
         self.chunk_sets = {False: make_chunks(conv), True: make_chunks(conv, within=True)}
-        self.bm25 = {k: BM25([c.text for c in chunks]) for k, chunks in self.chunk_sets.items()}
+        self.bm25 = {k: BM25([c.text for c in chunks], tokens=tokens or words) for k, chunks in self.chunk_sets.items()}
 
     def raw_tokens(self, q: Question) -> int:
         """The client's whole request: every history message plus the question."""

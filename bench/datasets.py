@@ -32,7 +32,7 @@ import lzma
 import random
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -97,6 +97,7 @@ class Dataset:
     categories: tuple[str, ...]
     note: str  # which questions count, for the report
     names: bool = False  # whether the messages are written `Name: text`
+    words: Callable[[str], list[str]] | None = None  # the BM25 baselines' words, when not English (bench.baselines)
 
 
 # --- LoCoMo ------------------------------------------------------------------------------------------------

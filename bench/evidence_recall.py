@@ -66,12 +66,12 @@ from bench.recall_report import (CHUNKS, CHUNKS_WITHIN, GATEWAY, RECENT, Gateway
 
 DOCS = ROOT / "docs" / "benchmark-results.md"  # each shape's marked section; the summary is in SUMMARY_DOCS
 MODEL = "fake-model"
-SHAPES = ("locomo", "messaging", "realtalk", "longmemeval")
+SHAPES = ("locomo", "messaging", "realtalk", "longmemeval", "chinese")
 SHAPE_TITLES = ("LoCoMo", "LoCoMo, names in the lines", "Messaging variant of LoCoMo",
                 "Messaging variant of LoCoMo, names in the lines", "Real messaging chats (REALTALK)",
-                "LongMemEval_S development questions")  # summary order
+                "LongMemEval_S development questions", "Chinese chats (generated)")  # summary order
 THREAD_PREFIX = {"locomo": "locomo", "messaging": "messaging", "locomo-names": "locomo-names",
-                 "messaging-names": "messaging-names", "realtalk": "realtalk", "longmemeval": "lme"}
+                 "messaging-names": "messaging-names", "realtalk": "realtalk", "longmemeval": "lme", "chinese": "zh"}
 PENDING_WAIT_S = 600
 
 
@@ -340,11 +340,26 @@ def load_shapes(names: Sequence[str], args: argparse.Namespace) -> list[Dataset]
             out.append(with_names(shape) if args.names else shape)
         elif name == "realtalk":
             out.append(load_realtalk(args.realtalk_data))
+        elif name == "chinese":
+            out.append(load_chinese_shape())
         else:
             out.append(load_longmemeval(args.longmemeval_data, args.questions, held_out=args.held_out))
         log(f"[{name}] loaded {len(out[-1].conversations)} conversation(s), "
             f"{sum(len(c.questions) for c in out[-1].conversations)} questions")
     return out
+
+
+def load_chinese_shape() -> Dataset:
+    """The generated Chinese set (bench/chinese_chats.py), its BM25 baselines on the gateway's own Chinese words."""
+    from bench.chinese_chats import load_chinese
+    from gateway.adapters.segmenter import JiebaSegmenter
+    from gateway.core.lexical import terms
+    from gateway.core.scripts import install_segmenter
+
+    install_segmenter(JiebaSegmenter())  # as the gateway's composition root does
+    data = load_chinese()
+    data.words = terms
+    return data
 
 
 def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
@@ -421,7 +436,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     datasets = load_shapes(names, args)
     for data in datasets:
         t0 = time.perf_counter()
-        baselines = {c.id: Baselines(c) for c in data.conversations}
+        baselines = {c.id: Baselines(c, data.words) for c in data.conversations}
         results, reference = run_baselines(data, budgets, baselines)
         log(f"[{data.name}] baselines in {time.perf_counter() - t0:.1f}s")
         stats = None

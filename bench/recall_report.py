@@ -33,6 +33,7 @@ SECTION_MARKERS = {
     "messaging-names": ("<!-- evidence-recall-messaging-names:begin -->", "<!-- evidence-recall-messaging-names:end -->"),
     "realtalk": ("<!-- evidence-recall-realtalk:begin -->", "<!-- evidence-recall-realtalk:end -->"),
     "longmemeval": ("<!-- evidence-recall-longmemeval:begin -->", "<!-- evidence-recall-longmemeval:end -->"),
+    "chinese": ("<!-- evidence-recall-chinese:begin -->", "<!-- evidence-recall-chinese:end -->"),
 }
 SUMMARY_HEAD = ("| shape | questions | gateway @1k / @2k / @4k | BM25 chunks | BM25 chunks ≤256 | recent turns | "
                 "over budget (header / own count) | router ms p50 | requests that fit B: mean sent / raw "

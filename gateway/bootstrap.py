@@ -18,12 +18,15 @@ from dataclasses import dataclass
 from starlette.applications import Starlette
 
 from gateway.adapters.embedded_redis import EmbeddedRedis
-from gateway.adapters.embedder import EmbedObserver, MiniLMEmbedder
+from gateway.adapters.embedder import EmbedObserver, MiniLMEmbedder, OnnxEmbedder, user_embedder
+from gateway.adapters.embedding_models import user_model
 from gateway.adapters.redis_store import RedisStore, open_redis
 from gateway.adapters.response_store import ResponseStore
+from gateway.adapters.segmenter import JiebaSegmenter
 from gateway.adapters.job_queue import JobQueue
 from gateway.adapters.upstream import AttemptObserver, LiteLLMUpstream, Upstream
 from gateway.config import GatewayConfig
+from gateway.core.scripts import install_segmenter, installed_segmenter
 from gateway.adapters.rate_limit import RateLimiter
 from gateway.http.app import AppState, create_app
 from gateway.http.auth import Access
@@ -51,9 +54,16 @@ class Services:
 
     store: RedisStore
     upstream: Upstream
-    embedder: MiniLMEmbedder | None
+    embedder: OnnxEmbedder | None
     consolidator: Consolidator | None
     queue: JobQueue
+
+
+def embedder_for(config: GatewayConfig, on_embed: EmbedObserver | None = None) -> OnnxEmbedder:
+    """The shipped model, or the one `pcp.embedding_model` points at (a ConfigError when it is no model)."""
+    if config.pcp.embedding_model is None:
+        return MiniLMEmbedder(quantized=config.pcp.embedding_int8, on_embed=on_embed)
+    return user_embedder(user_model(config.pcp.embedding_model), quantized=config.pcp.embedding_int8, on_embed=on_embed)
 
 
 @asynccontextmanager
@@ -63,7 +73,9 @@ async def open_services(
 ) -> AsyncIterator[Services]:
     """Open the store (embedded Redis or a URL), the embedder (unless ``embed`` is false: a command that only
     reads the store; what it computes told to ``on_embed``), the upstream (its retries and fallbacks told to
-    ``on_attempts``) and the consolidator."""
+    ``on_attempts``) and the consolidator; install the Chinese segmenter (gateway.core.scripts)."""
+    if installed_segmenter() is None:  # every process cuts Chinese alike: terms stored by one are matched by another
+        install_segmenter(JiebaSegmenter())  # loads its dictionary only when Chinese is first seen
     embedded: EmbeddedRedis | None = None
     url = redis_url_for(config)
     if url is None:
@@ -71,7 +83,7 @@ async def open_services(
         url = embedded.start()
     client = open_redis(url, cluster=config.store.cluster)
     store = RedisStore(client, prefix=config.store.key_prefix)
-    embedder = MiniLMEmbedder(quantized=config.pcp.embedding_int8, on_embed=on_embed) if config.pcp.embeddings and embed else None
+    embedder = embedder_for(config, on_embed) if config.pcp.embeddings and embed else None
     upstream = upstream or LiteLLMUpstream(config, on_attempts=on_attempts)
     jobs = config.jobs
     queue = JobQueue(

@@ -13,6 +13,7 @@ from pathlib import Path
 import uvicorn
 from starlette.datastructures import Headers
 
+from gateway.adapters.embedding_models import user_model
 from gateway.adapters.store_keys import ThreadKey
 from gateway.adapters.upstream import check_router, start_advice
 from gateway.bootstrap import build_app, run_worker
@@ -111,6 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(getattr(args, "log_level", "info"), getattr(args, "log_format", "text"))
     try:
         config = load_config(args.config)
+        if config.pcp.embedding_model is not None:
+            user_model(config.pcp.embedding_model)  # a path that holds no model fails here, not at start-up
     except ConfigError as exc:
         print(f"pcp-gateway: bad config: {exc}", file=sys.stderr)
         return 2

@@ -122,6 +122,9 @@ class PcpSettings(_Strict):
     detail_picks: int = Field(default=8, ge=0)
     embeddings: bool = True
     embedding_int8: bool = True
+    # a multilingual sentence-embedding model instead of the shipped all-MiniLM-L6-v2: an ONNX export or a
+    # sentence-transformers folder (gateway.adapters.embedding_models; docs/languages.md)
+    embedding_model: Path | None = None
     consolidation: bool = True
     summarizer_model: str | None = None
     summarizer_timeout_ms: int = Field(default=60_000, gt=0)

@@ -66,6 +66,8 @@ MEANINGS: dict[str, str] = {
     "pcp.detail_picks": "no longer used (accepted for old configs): every shortlisted page may get Detail",
     "pcp.embeddings": "MiniLM similarity in the broad match (`false`: BM25 only, and ~75 MB less per process)",
     "pcp.embedding_int8": "the int8-quantized MiniLM on onnxruntime (`false`: float32, slower)",
+    "pcp.embedding_model": "a multilingual sentence-embedding model instead of the shipped MiniLM: an ONNX export or a "
+    "sentence-transformers folder (docs/languages.md); a thread another model embedded is re-embedded in the background",
     "pcp.consolidation": "background consolidation jobs (manifests, topics, merging)",
     "pcp.summarizer_model": "a `model_name` that writes manifests and consolidated pages; `null`: extractive summaries",
     "pcp.summarizer_timeout_ms": "the summarizer model's limit per call; past it the extractive fallback is used",

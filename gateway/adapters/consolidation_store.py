@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from gateway.adapters.embedding_models import DEFAULT_MODEL
 from gateway.adapters.manifests import Manifest, NewPage, encode_vector, manifest_json, parse_manifest
 from gateway.adapters.redis_store import RedisStore, new_version, store_errors
 from gateway.adapters.store_keys import ThreadKey, threads_key
@@ -28,10 +29,12 @@ from gateway.core.segmentation import Buffer, SegmentBlock
 __all__ = ["ConsolidationStore", "SegmentRecord", "buffer_json", "parse_buffer"]
 
 
-def buffer_json(buffer: Buffer) -> str:
-    """The segmentation buffer as stored in the thread's segment hash (read back by :func:`parse_buffer`)."""
+def buffer_json(buffer: Buffer, model: str = DEFAULT_MODEL) -> str:
+    """The segmentation buffer as stored in the thread's segment hash (read back by :func:`parse_buffer`), with the
+    embedding model its vectors are of (unless the shipped model's: written as before models could be chosen)."""
     return json.dumps(
         {
+            **({"model": model} if model != DEFAULT_MODEL else {}),
             "topic_id": buffer.topic_id,
             "page_ids": list(buffer.page_ids),
             "tokens": buffer.tokens,
@@ -46,14 +49,20 @@ def buffer_json(buffer: Buffer) -> str:
     )
 
 
-def parse_buffer(raw: str | None) -> Buffer:
+def parse_buffer(raw: str | None, model: str = DEFAULT_MODEL) -> Buffer:
     """The buffer :func:`buffer_json` wrote (or an earlier version: :func:`_from_kernel_form`); a fresh one for
-    ``None``."""
+    ``None``. When another embedding model than ``model`` made its vectors, its topic's vector is left out and its
+    pending pages join the topic as they are (the next page with content sets the topic's vector again: vectors of
+    two models are never compared)."""
     if not raw:
         return Buffer()
     data = json.loads(raw)
     if "topic_sum" not in data:
         data = _from_kernel_form(data)
+    if data.get("model", DEFAULT_MODEL) != model:
+        pending = data["pending"]
+        data = data | {"topic_sum": None, "pending": [], "page_ids": [*data["page_ids"], *(b["id"] for b in pending)],
+                       "tokens": data["tokens"] + sum(b["tokens"] for b in pending)}
     return Buffer(
         topic_id=data["topic_id"],
         page_ids=tuple(data["page_ids"]),
@@ -169,16 +178,17 @@ return 1
 
 
 def _page_args(new: NewPage) -> list[str]:
-    vector = encode_vector(new.vector) if new.vector is not None else ""
+    vector = encode_vector(new.vector, new.model) if new.vector is not None else ""
     return [new.page.id, manifest_json(new), new.page.content, vector]
 
 
 class ConsolidationStore:
     """What the consolidator reads and writes, over the same client as the RedisStore."""
 
-    def __init__(self, store: RedisStore) -> None:
+    def __init__(self, store: RedisStore, model: str = DEFAULT_MODEL) -> None:
         self._store = store
         self._redis: Any = store.client
+        self._model = model  # the embedding model of the vectors it reads and writes
 
     async def _call(self, coroutine: Any) -> Any:
         with store_errors():
@@ -186,7 +196,7 @@ class ConsolidationStore:
 
     async def segment(self, thread: ThreadKey) -> SegmentRecord:
         raw = await self._call(self._redis.hmget(self._store.keys(thread).segment, ["cursor", "buffer"]))
-        return SegmentRecord(int(raw[0] or 0), parse_buffer(raw[1]))
+        return SegmentRecord(int(raw[0] or 0), parse_buffer(raw[1], self._model))
 
     async def log_since(self, thread: ThreadKey, cursor: int, limit: int = 500) -> list[str]:
         """Original page ids stored after the first `cursor` entries of the ingestion log."""
@@ -196,7 +206,7 @@ class ConsolidationStore:
     async def commit(self, thread: ThreadKey, expected: int, cursor: int, buffer: Buffer, page: NewPage | None = None) -> bool:
         """Advance the segmentation state (and store a container with its parent links) if nobody else has."""
         keys = self._store.keys(thread)
-        args: list[str] = [str(expected), str(cursor), buffer_json(buffer)]
+        args: list[str] = [str(expected), str(cursor), buffer_json(buffer, self._model)]
         if page is not None:
             args += _page_args(page) + list(page.page.source_ids)
         args.append(new_version())
@@ -234,7 +244,7 @@ class ConsolidationStore:
         return [parse_manifest(page_id, raw) for page_id, raw in manifests.items()], dict(parents)
 
     async def child_vectors(self, thread: ThreadKey, ids: Sequence[str]) -> list[npt.NDArray[np.float32]]:
-        return list((await self._store.vectors(thread, ids)).values())
+        return list((await self._store.vectors(thread, ids, model=self._model)).values())
 
     async def threads(self, quiet_since: float | None = None) -> list[ThreadKey]:
         """Threads in the registry; with `quiet_since`, only those with no page stored after it."""

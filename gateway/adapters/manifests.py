@@ -16,6 +16,7 @@ from functools import cached_property
 import numpy as np
 import numpy.typing as npt
 
+from gateway.adapters.embedding_models import DEFAULT_MODEL
 from gateway.core import LineHolds, Page, PageType, background_line, line_holds, summary_fits_line
 from gateway.core.lexical import LEXICON, restem, term_counts
 from gateway.core.outside import outside_bound
@@ -24,7 +25,7 @@ from gateway.core.worth import DAY_OVERHEAD
 
 __all__ = [
     "Manifest", "NewPage", "decode_vector", "encode_vector", "manifest_json", "micros", "parse_manifest", "sentences_vector_field",
-    "user_vector_field",
+    "user_vector_field", "vector_model",
 ]  # fmt: skip
 
 LINES = 2  # background_tokens counts the line without its date (2), or with it (1, before day headings)
@@ -102,6 +103,7 @@ class NewPage:
     messages: str = ""  # an Original page's messages when its content cannot give them back (gateway.core.original)
     user_vector: npt.NDArray[np.float32] | None = None  # the embedding of the user's own messages, when not the page's
     sentence_vectors: npt.NDArray[np.float32] | None = None  # one row per sentence of theirs, when they wrote several
+    model: str = DEFAULT_MODEL  # the embedding model that made the vectors
 
     @classmethod
     def of(
@@ -114,10 +116,11 @@ class NewPage:
         messages: str = "",
         user_vector: npt.NDArray[np.float32] | None = None,
         sentence_vectors: npt.NDArray[np.float32] | None = None,
+        model: str = DEFAULT_MODEL,
     ) -> NewPage:
         """``page`` (with its content) and what the request path needs of it, derived here once."""
         return cls(page, count(page.summary), count(background_line(page)), terms, vector, anchor, line_holds(page), messages,
-                   user_vector, sentence_vectors)
+                   user_vector, sentence_vectors, model)
 
     def manifest(self) -> Manifest:
         """The manifest as stored and read back: the page without its content."""
@@ -125,12 +128,23 @@ class NewPage:
         return Manifest(page, self.summary_tokens, self.background_tokens, self.terms, sum(self.terms.values()), self.anchor, self.line)
 
 
-def encode_vector(vector: npt.NDArray[np.float32]) -> str:
-    return base64.b64encode(vector.astype(np.float16).tobytes()).decode("ascii")
+def encode_vector(vector: npt.NDArray[np.float32], model: str = DEFAULT_MODEL) -> str:
+    """A vector as stored: float16, base64, after the name of the model that made it and a ``|`` (the shipped
+    model's are stored without its name, as they were before models could be chosen)."""
+    encoded = base64.b64encode(vector.astype(np.float16).tobytes()).decode("ascii")
+    return encoded if model == DEFAULT_MODEL else f"{model}|{encoded}"
+
+
+def vector_model(raw: str | bytes) -> str:
+    """The name of the model that made a stored vector."""
+    text = raw.decode("ascii") if isinstance(raw, bytes) else raw
+    name, bar, _ = text.partition("|")
+    return name if bar else DEFAULT_MODEL
 
 
 def decode_vector(raw: str | bytes) -> npt.NDArray[np.float32]:
-    return np.frombuffer(base64.b64decode(raw), dtype=np.float16).astype(np.float32)
+    text = raw.decode("ascii") if isinstance(raw, bytes) else raw
+    return np.frombuffer(base64.b64decode(text.rpartition("|")[2]), dtype=np.float16).astype(np.float32)
 
 
 def user_vector_field(page_id: str) -> str:

@@ -26,8 +26,9 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
+from gateway.adapters.embedding_models import DEFAULT_MODEL
 from gateway.adapters.manifests import (
-    Manifest, NewPage, decode_vector, encode_vector, manifest_json, sentences_vector_field, user_vector_field,
+    Manifest, NewPage, decode_vector, encode_vector, manifest_json, sentences_vector_field, user_vector_field, vector_model,
 )  # fmt: skip
 from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.adapters.store_keys import ThreadKey, ThreadKeys, tenant_index_key, tenant_threads_key, threads_key
@@ -64,6 +65,8 @@ def store_errors() -> Iterator[None]:
     except (RedisError, OSError) as exc:
         raise StoreUnavailable(f"the store is unavailable: {exc}") from exc
 
+
+MODEL_FIELD = "@model"  # the vector hash's field naming the model of all its vectors (store_keys)
 
 _ADD_PAGES = """
 -- KEYS: manifest, content, vector, log, messages, version (one thread: one slot)
@@ -262,9 +265,9 @@ class RedisStore:
         keys = self.keys(thread)
         args: list[str] = []
         for new in items:
-            vector = encode_vector(new.vector) if new.vector is not None else ""
-            mine = encode_vector(new.user_vector) if new.user_vector is not None else ""
-            sentences = encode_vector(new.sentence_vectors.ravel()) if new.sentence_vectors is not None else ""
+            vector = encode_vector(new.vector, new.model) if new.vector is not None else ""
+            mine = encode_vector(new.user_vector, new.model) if new.user_vector is not None else ""
+            sentences = encode_vector(new.sentence_vectors.ravel(), new.model) if new.sentence_vectors is not None else ""
             args += [new.page.id, manifest_json(new), new.page.content, vector, new.messages, user_vector_field(new.page.id), mine,
                      sentences_vector_field(new.page.id), sentences]
         with store_errors():
@@ -345,16 +348,20 @@ class RedisStore:
                 contents, kept = await pipe.execute()
         return [(i, content or "", messages) for i, content, messages in zip(ids, contents, kept)]
 
-    async def vectors(self, thread: ThreadKey, ids: Sequence[str], user: bool = False) -> dict[str, npt.NDArray[np.float32]]:
-        """Content embeddings of the pages among `ids` that have one; with ``user``, of the user's own messages
-        (the content's where the page has no separate one), as a matrix whose further rows are the embeddings
-        of the user's sentences where they were stored (a message of several)."""
+    async def vectors(
+        self, thread: ThreadKey, ids: Sequence[str], user: bool = False, model: str = DEFAULT_MODEL
+    ) -> dict[str, npt.NDArray[np.float32]]:
+        """Content embeddings of the pages among `ids` that have one made by ``model`` (another model's are as
+        none: vectors of two models are never compared); with ``user``, of the user's own messages (the content's
+        where the page has no separate one), as a matrix whose further rows are the embeddings of the user's
+        sentences where they were stored (a message of several)."""
         if not ids:
             return {}
         n = len(ids)
         fields = ([user_vector_field(i) for i in ids] + list(ids) + [sentences_vector_field(i) for i in ids]) if user else list(ids)
         with store_errors():
-            raws = await self._redis.hmget(self.keys(thread).vector, fields)
+            raws = [raw if raw is not None and vector_model(raw) == model else None
+                    for raw in await self._redis.hmget(self.keys(thread).vector, fields)]
         found = {page_id: decode_vector(raw) for page_id, raw in zip(ids, raws[:n]) if raw is not None}
         if user:  # the page's own where it has no second one
             found.update({i: decode_vector(raw) for i, raw in zip(ids, raws[n : 2 * n]) if raw is not None and i not in found})
@@ -363,6 +370,27 @@ class RedisStore:
                 if raw is not None and whole is not None:
                     found[page_id] = np.vstack([whole, decode_vector(raw).reshape(-1, len(whole))])
         return found
+
+    async def vectors_model(self, thread: ThreadKey) -> str:
+        """The model every vector of the thread was made by, as last recorded (:meth:`replace_vectors`); the
+        shipped model's when none was."""
+        with store_errors():
+            raw = await self._redis.hget(self.keys(thread).vector, MODEL_FIELD)
+        return str(raw) if raw is not None else DEFAULT_MODEL
+
+    async def vectors_not_of(self, thread: ThreadKey, model: str) -> list[str]:
+        """The fields of the thread's vector hash (a page id, or its :func:`user_vector_field` or
+        :func:`sentences_vector_field`) whose vector another model made."""
+        with store_errors():
+            stored = await self._redis.hgetall(self.keys(thread).vector)
+        return [str(f) for f, raw in stored.items() if f != MODEL_FIELD and raw and vector_model(raw) != model]
+
+    async def replace_vectors(self, thread: ThreadKey, vectors: Mapping[str, npt.NDArray[np.float32]], model: str) -> None:
+        """Store ``vectors`` (by vector-hash field) as made by ``model``, and record that every vector of the thread
+        now is."""
+        fields: dict[str, str] = {field: encode_vector(vector, model) for field, vector in vectors.items()}
+        with store_errors():
+            await self._redis.hset(self.keys(thread).vector, mapping={**fields, MODEL_FIELD: model})
 
     async def parents(self, thread: ThreadKey, ids: Sequence[str]) -> dict[str, str]:
         """The containing consolidated page of each of `ids` that has one."""

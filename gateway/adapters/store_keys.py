@@ -8,7 +8,9 @@ so a thread's keys share one slot and its multi-key transactions and scripts sta
 - `...:content`   hash   page id -> page content
 - `...:vector`    hash   page id -> embedding of the page content (base64 float16); `<page id>:user` -> embedding of
                           its user's own messages (pages with a reply); `<page id>:sentences` -> embeddings of
-                          their sentences, one after the other (where they are several)
+                          their sentences, one after the other (where they are several); a vector another model
+                          than the shipped one made is written `<model>|<base64>`; `@model` -> the model every
+                          vector of the thread was made by, once the consolidator has re-embedded what another made
 - `...:messages`  hash   page id -> an Original page's messages as JSON, only where its content cannot
                          give them back exactly (gateway.core.original)
 - `...:log`       list   ids of original pages in the order they were first stored (consolidation input)

@@ -1,10 +1,13 @@
 """Lexical evidence: term counts computed once per page, and BM25 over them at query time.
 
 A term is a content word reduced to its Snowball (Porter 2) English stem, so "painted", "painting" and
-"paints" meet on "paint" (on LoCoMo, stemming lifts evidence recall by about 0.02 at every budget). A page's
-term counts are computed when it is stored, so scoring a query against a thread only looks counts up: the
+"paints" meet on "paint" (on LoCoMo, stemming lifts evidence recall by about 0.02 at every budget). A word of a
+script written without spaces (Chinese, Japanese, Korean, Thai) is one cut from its run by
+:mod:`gateway.core.scripts` (Chinese by the installed segmenter, the rest into character bigrams), as it is.
+Stopwords and the replies with no content of their own are every language's of :mod:`gateway.core.languages`. A
+page's term counts are computed when it is stored, so scoring a query against a thread only looks counts up: the
 per-request work is proportional to the query's words times the pages considered, never to the text of the
-pages. :data:`LEXICON` versions the terms; counts stored under an older version are re-stemmed when read
+pages. :data:`LEXICON` versions the terms; counts stored under an older version are re-derived when read
 (:func:`restem`).
 """
 
@@ -14,49 +17,97 @@ import math
 import re
 import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 
 import snowballstemmer  # type: ignore[import-untyped,unused-ignore]
+
+from gateway.core.languages import ENGLISH, LANGUAGES
+from gateway.core.scripts import CJK_PUNCTUATION, HAN, KANA, MARKS, UNSEGMENTED, cut_run, is_japanese
 
 __all__ = [
     "LEXICON",
     "STOPWORDS",
     "bm25",
     "drop_common_words",
+    "drop_terms",
     "drop_time_phrases",
     "idf_weights",
     "is_low_information",
     "restem",
     "stem",
+    "table_terms",
     "term_counts",
     "terms",
     "words",
 ]
 
-LEXICON = 3  # 1: lower-cased content words; 2: their Snowball English stems; 3: irregular forms as their base word
+# 1: lower-cased content words; 2: their Snowball English stems; 3: irregular forms as their base word; 4: words of
+# scripts written without spaces cut from their runs (before, a run between two punctuation marks was one word)
+LEXICON = 4
+_CUT = 4  # the lexicon from which unsegmented runs are cut
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
-STOPWORDS = frozenset(
-    """a about above after again against all also am an and any are as at be because been before being below
-    between both but by can could did do does doing down during each few for from further had has have having he
-    her here hers him his how i if in into is it its itself just me more most my myself no nor not now of off on
-    once only or other our ours out over own same she should so some such than that the their theirs them then
-    there these they this those through to too under until up very was we were what when where which while who
-    whom why will with would you your yours yourself user assistant tool ok okay yes yeah oh really please thanks
-    thank s t don didn doesn isn wasn aren weren i'm it's that's""".split()
-)
-_LOW_INFORMATION = frozenset(
-    """continue go on next then and more again what else so still it that this fails failed broke broken
-    error works work doesn't does not why how yes no ok okay please keep going do same fix try sure great good
-    cool nice perfect fine right alright got it gotcha understood sounds makes sense thx ty""".split()
-)
+# a text holding any of these is read with _TOKEN (else _WORD reads it, as before: the same words either way)
+_SPECIAL = re.compile(f"[{UNSEGMENTED}{MARKS}]")
+_LETTERS = rf"(?:[^\W_{UNSEGMENTED}][{MARKS}]*)+"
+_TOKEN = re.compile(rf"(?P<run>[{UNSEGMENTED}][{UNSEGMENTED}{MARKS}]*)|(?P<word>{_LETTERS}(?:['’]{_LETTERS})?)")
+STOPWORDS = ENGLISH.stopwords
+_STOPPED = frozenset().union(*(language.stopwords for language in LANGUAGES))
+_LOW_INFORMATION = frozenset().union(*(language.low_information for language in LANGUAGES))
+_SAID = _STOPPED | _LOW_INFORMATION  # the words of a reply with no content of its own
+_LONGEST_SAID = max(len(w) for w in _SAID)
+
+
+def _word(word: str) -> str | None:
+    """A spaced word as matched: lower-cased, without stopwords and 1-character tokens."""
+    word = word.lower().replace("’", "'")
+    return word if len(word) > 1 and word not in STOPWORDS else None
+
+
+def _run_words(words: list[str]) -> list[str]:
+    """An unsegmented run's words as matched: without stopwords, and without bigrams of two stopwords."""
+    return [w for w in words if w not in _STOPPED and not (len(w) == 2 and w[0] in _STOPPED and w[1] in _STOPPED)]
 
 
 def words(text: str) -> list[str]:
-    """Lower-cased content words of ``text`` (stopwords and 1-character tokens removed), in order."""
-    found = (w.lower().replace("’", "'") for w in _WORD.findall(text))
-    return [w for w in found if len(w) > 1 and w not in STOPWORDS]
+    """Lower-cased content words of ``text`` (stopwords and 1-character tokens removed; a word cut from a run of
+    an unsegmented script may be one character), in order."""
+    if text.isascii() or _SPECIAL.search(text) is None:
+        found = (w.lower().replace("’", "'") for w in _WORD.findall(text))
+        return [w for w in found if len(w) > 1 and w not in STOPWORDS]
+    japanese = is_japanese(text)
+    out: list[str] = []
+    for match in _TOKEN.finditer(text):
+        if match.lastgroup == "word":
+            if (word := _word(match.group(0))) is not None:
+                out.append(word)
+        else:
+            for _, cut in cut_run(match.group(0), japanese):
+                out.extend(_run_words(cut))
+    return out
+
+
+def drop_terms(text: str, dropped: Callable[[str], bool]) -> str:
+    """``text`` without its content words whose term is ``dropped``, spaces collapsed (a word cut from an
+    unsegmented run goes alone; a run cut into bigrams goes whole when every bigram of it is dropped)."""
+    if text.isascii() or _SPECIAL.search(text) is None:
+
+        def keep(match: re.Match[str]) -> str:
+            word = _word(match.group(0))
+            return "" if word is not None and dropped(stem(word)) else match.group(0)
+
+        return " ".join(_WORD.sub(keep, text).split())
+    japanese = is_japanese(text)
+
+    def kept(match: re.Match[str]) -> str:
+        if match.lastgroup == "word":
+            word = _word(match.group(0))
+            return "" if word is not None and dropped(stem(word)) else match.group(0)
+        pieces = cut_run(match.group(0), japanese)
+        return "".join(piece for piece, cut in pieces if not ((found := _run_words(cut)) and all(dropped(w) for w in found)))
+
+    return " ".join(_TOKEN.sub(kept, text).split())
 
 
 # Irregular forms Snowball leaves apart from their base word. A question asks "what did I buy?", "how much did
@@ -108,13 +159,24 @@ def term_counts(text: str) -> dict[str, int]:
     return dict(Counter(terms(text)))
 
 
+def table_terms(words: Sequence[str]) -> tuple[str, ...]:
+    """The terms of a table's words (:mod:`gateway.core.languages`), each taken as one word: a spaced word's stem,
+    an unsegmented word as it is (each is one word of its segmenter's dictionary)."""
+    return tuple(stem(w.lower()) if _SPECIAL.search(w) is None else w for w in words)
+
+
 def restem(counts: Mapping[str, int], lexicon: int = 1) -> dict[str, int]:
     """Counts stored under an older ``lexicon`` as counts of terms: lexicon-1 words are stemmed; lexicon-2
     stems are left as they are, but an irregular form's (Snowball leaves "bought" as it is) becomes its base
-    word's."""
+    word's; before lexicon 4, a word holding a run of an unsegmented script (a whole Chinese clause) is cut into
+    its terms, each with the word's count."""
     out: Counter[str] = Counter()
     for word, count in counts.items():
-        out[stem(word) if lexicon < 2 or word in _BASE else word] += count
+        if lexicon < _CUT and _SPECIAL.search(word) is not None:
+            for term in terms(word):
+                out[term] += count
+        else:
+            out[stem(word) if lexicon < 2 or word in _BASE else word] += count
     return dict(out)
 
 
@@ -130,34 +192,33 @@ def drop_common_words(text: str, documents: Sequence[Mapping[str, int]], share: 
     common = {t for t in wanted if sum(1 for counts in documents if t in counts) > share * n} if n else set()
     if not common:
         return text
-
-    def keep(match: re.Match[str]) -> str:
-        word = match.group(0).lower().replace("’", "'")
-        return "" if len(word) > 1 and word not in STOPWORDS and stem(word) in common else match.group(0)
-
-    reduced = " ".join(_WORD.sub(keep, text).split())
+    reduced = drop_terms(text, common.__contains__)
     return reduced if words(reduced) else text
 
 
-_COUNT = r"(?:\d{1,3}|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a couple of|a few|few|several|many)"
-_UNIT = r"(?:days?|weeks?|months?|years?)"
-_DAYS = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
-_TIME_PHRASE = re.compile(
-    rf"\b(?:(?:in|over|during|within) )?(?:the )?(?:past|last) (?:{_COUNT} )?{_UNIT}\b"  # in the past month, the last 3 weeks
-    rf"|\b{_COUNT} {_UNIT} (?:ago|back|earlier)\b"  # two weeks ago, how many days ago
-    rf"|\blast (?:week|weekend|month|year|night|{_DAYS})\b|\bthis (?:week|month|year)\b"
-    r"|\b(?:the day before )?yesterday\b",
-    re.IGNORECASE,
-)
+# each language's phrases, with the characters a text must hold for them to apply (None: any text)
+_TIME_PHRASES = tuple((re.compile(language.script) if language.script else None, re.compile(language.time_phrases, re.IGNORECASE))
+                      for language in LANGUAGES)
 _SPACE_BEFORE_STOP = re.compile(r"\s+([?.!,;:])")
+# a space left where a phrase was taken out of text written without spaces
+_SPACE_IN_RUN = re.compile(rf"(?<=[{HAN}{KANA}{CJK_PUNCTUATION}]) | (?=[{HAN}{KANA}{CJK_PUNCTUATION}])")
 
 
 def drop_time_phrases(text: str) -> str:
     """``text`` without the phrases that place what it asks in time ("two weeks ago", "last Saturday", "in the past
-    month"). Their words name a date, not what was said: matched as words, "week" and "ago" pull towards every
-    message that mentions a week ("meal plans for the upcoming week"), and the message that holds the answer says
-    "today" or nothing about time. When nothing informative would remain, ``text`` is returned unchanged."""
-    reduced = _SPACE_BEFORE_STOP.sub(r"\1", " ".join(_TIME_PHRASE.sub(" ", text).split()))
+    month", 三天前, 上周五; every language's, :mod:`gateway.core.languages`). Their words name a date, not what was
+    said: matched as words, "week" and "ago" pull towards every message that mentions a week ("meal plans for the
+    upcoming week"), and the message that holds the answer says "today" or nothing about time. When nothing
+    informative would remain, ``text`` is returned unchanged."""
+    reduced, found, ascii = text, False, text.isascii()
+    for script, phrases in _TIME_PHRASES:
+        if script is None or (not ascii and script.search(text) is not None):
+            reduced, count = phrases.subn(" ", reduced)
+            found = found or count > 0
+    reduced = " ".join(reduced.split())
+    if found and not reduced.isascii() and _SPECIAL.search(reduced) is not None:
+        reduced = _SPACE_IN_RUN.sub("", reduced)
+    reduced = _SPACE_BEFORE_STOP.sub(r"\1", reduced)
     return reduced if reduced != text and words(reduced) else text
 
 
@@ -173,11 +234,29 @@ def idf_weights(query: Sequence[str], documents: Sequence[Mapping[str, int]]) ->
     return weights
 
 
+def _said_only(run: str) -> bool:
+    """Whether an unsegmented run is made of words with no content of their own, end to end (found in the tables
+    alone, whatever segmenter is installed: "还是不行" is 还是 + 不行)."""
+    reached = [True] + [False] * len(run)
+    for end in range(1, len(run) + 1):
+        reached[end] = any(reached[start] and run[start:end] in _SAID for start in range(max(0, end - _LONGEST_SAID), end))
+    return reached[-1]
+
+
 def is_low_information(text: str) -> bool:
-    """Whether a text carries no content of its own ("continue", "and then?", "it still fails", "great, thanks"):
-    as a query it is too little to match on; as a user message it stays in the topic it comes in."""
-    tokens = (w.lower().replace("’", "'") for w in _WORD.findall(text))
-    return not any(t not in _LOW_INFORMATION and t not in STOPWORDS for t in tokens)
+    """Whether a text carries no content of its own ("continue", "and then?", "it still fails", "great, thanks",
+    然后呢, 还是不行): as a query it is too little to match on; as a user message it stays in the topic it comes
+    in."""
+    if text.isascii() or _SPECIAL.search(text) is None:
+        tokens = (w.lower().replace("’", "'") for w in _WORD.findall(text))
+        return not any(t not in _SAID for t in tokens)
+    for match in _TOKEN.finditer(text):
+        if match.lastgroup == "word":
+            if match.group(0).lower().replace("’", "'") not in _SAID:
+                return False
+        elif not _said_only(match.group(0)):
+            return False
+    return True
 
 
 def bm25(

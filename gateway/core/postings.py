@@ -10,10 +10,9 @@ formulas, summed in the same order (tests/core/test_postings.py holds them equal
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 
-from gateway.core.lexical import _WORD, STOPWORDS, _length_norms, stem, terms, words
+from gateway.core.lexical import _length_norms, drop_terms, terms, words
 
 __all__ = ["Documents", "Postings"]
 
@@ -115,11 +114,7 @@ class Documents:
         if not common:
             return text
 
-        def keep(match: re.Match[str]) -> str:
-            word = match.group(0).lower().replace("’", "'")
-            return "" if len(word) > 1 and word not in STOPWORDS and stem(word) in common else match.group(0)
-
-        reduced = " ".join(_WORD.sub(keep, text).split())
+        reduced = drop_terms(text, common.__contains__)
         return reduced if words(reduced) else text
 
     def bm25(self, query: Sequence[str], *, k1: float = 1.5, b: float = 0.75, neighbours: float = 0.0) -> list[float]:

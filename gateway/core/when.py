@@ -1,4 +1,4 @@
-"""The days a question's own words point to: "10 days ago", "last Saturday", "in the past month".
+"""The days a question's own words point to: "10 days ago", "last Saturday", "in the past month", 上周五, 三天前.
 
 :func:`gateway.core.lexical.drop_time_phrases` takes such phrases out of what is matched, since their words name a
 date, not what was said. This module reads the date they name instead. A page that tells of an event is written on
@@ -7,57 +7,82 @@ event's first possible day to its last plus :data:`TELLING_SLACK` (for days and 
 ago may be told any day since). A question that asks for a duration ("how many days ago did I…") names no date:
 it has no count. Nor does a phrase next to a date written out, which is relative to that date.
 
+The phrases and dates of each language are its table's (:mod:`gateway.core.languages`); this module only reads
+them, the same way for every language.
+
 Pure: the reference time is an argument.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+
+from gateway.core.languages import LANGUAGES, Kind, Language
 
 __all__ = ["TELLING_SLACK", "named_span"]
 
 TELLING_SLACK = timedelta(days=1)  # an event is usually told the day it happens or the day after
-
-_NUMBERS = {
-    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2, "a few": 3, "few": 3, "several": 4,
-}
-_COUNT = r"(\d{1,3}|a couple of|a few|few|several|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
-_UNIT = r"(day|week|month|year)s?"
-_DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_AGO = re.compile(rf"\b{_COUNT} {_UNIT} (?:ago|back|earlier)\b", re.I)
-_LAST_DAY = re.compile(rf"\blast ({'|'.join(_DAYS)})\b", re.I)
-_LAST_PERIOD = re.compile(r"\blast (weekend|week|month|night)\b(?! of\b)", re.I)
-_WITHIN = re.compile(rf"\b(?:past|last) (?:{_COUNT} )?{_UNIT}\b(?! of\b)", re.I)
-_THIS = re.compile(r"\bthis (week|month|year)\b", re.I)
-_YESTERDAY = re.compile(r"\b(the day before )?yesterday\b", re.I)
-_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-_MONTH = (r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?"
-          r"|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?")
-_ORDINAL = r"(\d{1,2})(?:st|nd|rd|th)?"
-# a date written out ("on 29 Dec 2023", "the 10th of February 2024", "January 6, 2024", "14.01.2024", "2024-01-14",
-# "in August 2023"); one that follows "before", "after", "since" or "until" bounds a period rather than naming a day
-_DAY_MONTH = re.compile(rf"\b{_ORDINAL} (?:of )?{_MONTH},? ?(\d{{4}})?\b", re.I)
-_MONTH_DAY = re.compile(rf"\b{_MONTH} {_ORDINAL}\b(?!:),? ?(\d{{4}})?\b", re.I)
-_DOTTED = re.compile(r"\b(\d{1,2})\.(\d{1,2})\.(\d{4})\b")
-_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
-_SLASHED = re.compile(r"\b(\d{1,2})/(\d{1,2})/(\d{4})\b")
-_IN_MONTH = re.compile(rf"\b(?:in|of|during) (?:early |late |mid-?)?{_MONTH}(?: (\d{{4}}))?\b", re.I)
-_BOUND = re.compile(r"\b(?:before|after|since|until|till|by|prior to)\s+(?:the\s+)?$", re.I)
-_YEAR = re.compile(r"\b(?:19|20)\d\d\b")
 _UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
 
 
-def _count(word: str | None) -> int:
+@dataclass(frozen=True, eq=False)  # one per language: equal when the same
+class _Compiled:
+    """A language's table with its patterns compiled."""
+
+    language: Language
+    script: re.Pattern[str] | None
+    dates: tuple[re.Pattern[str], ...]
+    in_month: re.Pattern[str] | None
+    bound_before: re.Pattern[str] | None
+    bound_after: re.Pattern[str] | None
+    year: re.Pattern[str] | None
+    phrases: tuple[tuple[Kind, re.Pattern[str]], ...]
+
+    @classmethod
+    def of(cls, language: Language) -> _Compiled:
+        def compiled(pattern: str | None) -> re.Pattern[str] | None:
+            return _compiled(pattern) if pattern is not None else None
+
+        return cls(
+            language, compiled(language.script), tuple(_compiled(p) for p in language.dates), compiled(language.in_month),
+            compiled(language.bound_before), compiled(language.bound_after), compiled(language.year),
+            tuple((kind, _compiled(p)) for kind, p in language.phrases),
+        )  # fmt: skip
+
+
+def _compiled(pattern: str) -> re.Pattern[str]:
+    """``pattern`` compiled, case ignored where it has letters to ignore it in (it costs time on every character)."""
+    letters = re.search(r"[A-Za-z]", re.sub(r"\\.|\(\?P?<\w+>|\(\?P=\w+\)", "", pattern)) is not None
+    return re.compile(pattern, re.IGNORECASE if letters else 0)
+
+
+_TABLES = tuple(_Compiled.of(language) for language in LANGUAGES)
+# each kind of relative phrase, in the order kinds are looked for: every language's patterns of it
+_BY_KIND = tuple((kind, tuple((table, p) for table in _TABLES for k, p in table.phrases if k is kind)) for kind in Kind)
+
+
+_ANY_TEXT = [table for table in _TABLES if table.script is None]
+
+
+def _tables(text: str) -> list[_Compiled]:
+    """The tables of the languages ``text`` may be written in (a table of a script it does not hold matches none)."""
+    if text.isascii():
+        return _ANY_TEXT
+    return [table for table in _TABLES if table.script is None or table.script.search(text) is not None]
+
+
+def _number(word: str | None, language: Language) -> int:
+    """A count, a day or a month as written (digits, a number word, a month's name); none written is one."""
     if not word:
         return 1
     word = word.lower()
-    return int(word) if word.isdigit() else _NUMBERS[word]
-
-
-def _month(name: str) -> int:
-    return _MONTHS.index(name[:3].lower()) + 1
+    if word.isdigit():
+        return int(word)
+    if word in language.numbers:
+        return language.numbers[word]
+    return language.months.index(word[:3]) + 1
 
 
 def _day(year: int | None, month: int, day: int, today: date) -> date | None:
@@ -71,71 +96,74 @@ def _day(year: int | None, month: int, day: int, today: date) -> date | None:
         return None
 
 
-def _written(text: str, today: date) -> tuple[tuple[date, date] | None, bool]:
+def _written_day(match: re.Match[str], language: Language) -> tuple[int | None, int, int] | None:
+    """(year, month, day) of a date written out; None for a d/m or m/d date where either could be the month."""
+    groups = match.groupdict()
+    year = int(groups["year"]) if groups.get("year") else None
+    if "either" in groups:  # m/d/y, unless the first can only be a day; both 12 or less: no telling which
+        first, second = int(groups["either"]), int(groups["other"])
+        if (first <= 12) == (second <= 12):
+            return None
+        month, day = (first, second) if first <= 12 else (second, first)
+        return year, month, day
+    return year, _number(groups["month"], language), _number(groups["day"], language)
+
+
+def _written(text: str, today: date, tables: list[_Compiled]) -> tuple[tuple[date, date] | None, bool]:
     """The span of the first date written out in ``text`` (a day, or a month), and whether there is one at all: a
     day's telling is written on the day or the next; a month's in the month or the day after. A date that bounds a
-    period ("before April 10, 2023") names none."""
+    period ("before April 10, 2023", 3月5日之前) names none."""
     found: list[tuple[int, tuple[date, date] | None]] = []
-    for pattern, order in ((_DAY_MONTH, "dmy"), (_MONTH_DAY, "mdy"), (_DOTTED, "dmy"), (_ISO, "ymd"), (_SLASHED, "slash")):
-        for match in pattern.finditer(text):
-            a, b, c = match.groups()
-            if order == "dmy" and pattern is _DAY_MONTH:
-                day, month, year = int(a), _month(b), int(c) if c else None
-            elif order == "mdy":
-                month, day, year = _month(a), int(b), int(c) if c else None
-            elif order == "dmy":
-                day, month, year = int(a), int(b), int(c)
-            elif order == "ymd":
-                year, month, day = int(a), int(b), int(c)
-            else:  # m/d/y, unless the first can only be a day; both 12 or less: no telling which
-                first, second, year = int(a), int(b), int(c)
-                if (first <= 12) == (second <= 12):
-                    found.append((match.start(), None))
-                    continue
-                month, day = (first, second) if first <= 12 else (second, first)
-            when = _day(year, month, day, today)
-            bounded = _BOUND.search(text[: match.start()]) is not None
-            found.append((match.start(), None if when is None or bounded else (when, when + TELLING_SLACK)))
-    for match in _IN_MONTH.finditer(text):
-        month, year = _month(match.group(1)), int(match.group(2)) if match.group(2) else None
-        opens = _day(year, month, 1, today)
-        if opens is not None:
-            after = date(opens.year + (month == 12), month % 12 + 1, 1)
-            found.append((match.start(), (opens, after - timedelta(days=1) + TELLING_SLACK)))
+    for table in tables:
+        for pattern in table.dates:
+            for match in pattern.finditer(text):
+                parts = _written_day(match, table.language)
+                when = _day(*parts, today) if parts is not None else None
+                bounded = (table.bound_before is not None and table.bound_before.search(text[: match.start()]) is not None) or (
+                    table.bound_after is not None and table.bound_after.search(text[match.end() :]) is not None
+                )
+                found.append((match.start(), None if when is None or bounded else (when, when + TELLING_SLACK)))
+    for table in tables:
+        if table.in_month is None:
+            continue
+        for match in table.in_month.finditer(text):
+            month = _number(match.group("month"), table.language)
+            year = int(match.group("year")) if match.group("year") else None
+            first = _day(year, month, 1, today)
+            if first is not None:
+                after = date(first.year + (month == 12), month % 12 + 1, 1)
+                found.append((match.start(), (first, after - timedelta(days=1) + TELLING_SLACK)))
     if found:
         return min(found, key=lambda item: item[0])[1], True
-    return None, _YEAR.search(text) is not None
+    return None, any(table.year is not None and table.year.search(text) is not None for table in tables)
 
 
-def named_span(text: str, now: datetime) -> tuple[date, date] | None:
-    """The first and last day (inclusive, in ``now``'s calendar) on which a page telling what ``text`` asks about
-    may have been written: from a date written out ("on 29 Dec 2023", "in August 2023": that day or month), else
-    from the first time phrase in ``text`` that names a date relative to ``now``; ``None`` when it names none, only
-    asks how long ago something was, bounds a period by a date ("before April 10, 2023") or writes only a year
-    (the relative phrase is then relative to that date, not to now)."""
-    today = now.date()
-    written, dated = _written(text, today)
-    if dated:
-        return written
+def _relative(kind: Kind, match: re.Match[str], language: Language, today: date) -> tuple[date, date]:
+    """The span a relative phrase of ``kind`` names (see :class:`gateway.core.languages.Kind`)."""
     slack = TELLING_SLACK
-    if match := _AGO.search(text):
-        count, unit = _count(match.group(1)), match.group(2).lower()
-        fuzzy = match.group(1).lower() in ("a couple of", "a few", "few", "several")
+    groups = match.groupdict()
+    if kind is Kind.AGO:
+        written = groups["count"] or ""
+        count, unit = _number(written, language), language.units[groups["unit"].lower()]
+        fuzzy = written.lower() in language.fuzzy
         back = timedelta(days=count * _UNIT_DAYS[unit])
         # "10 days ago" is that day; "two weeks ago" is said of a day a few days either side
         spread = timedelta(days=0 if unit == "day" and not fuzzy else _UNIT_DAYS[unit] // (2 if fuzzy else 4))
         if unit in ("month", "year"):  # something done months or years ago is told any time since
             return today - back - spread, today
         return today - back - spread, today - back + spread + slack
-    if match := _LAST_DAY.search(text):
-        weekday = _DAYS.index(match.group(1).lower())
+    if kind is Kind.LAST_WEEKDAY:
+        weekday = language.weekdays[groups["weekday"].lower()]
         day = today - timedelta(days=(today.weekday() - weekday - 1) % 7 + 1)
         return day, day + slack
-    if match := _YESTERDAY.search(text):
-        day = today - timedelta(days=2 if match.group(1) else 1)
+    if kind is Kind.WEEKDAY_LAST_WEEK:
+        day = today - timedelta(days=today.weekday() + 7) + timedelta(days=language.weekdays[groups["weekday"]])
         return day, day + slack
-    if match := _LAST_PERIOD.search(text):
-        period = match.group(1).lower()
+    if kind is Kind.DAYS_BACK:
+        day = today - timedelta(days=language.back[groups["back"].lower()])
+        return day, day + slack
+    if kind is Kind.LAST_PERIOD:
+        period = language.periods[groups["period"].lower()]
         if period == "night":
             return today - timedelta(days=1), today
         if period == "weekend":
@@ -146,11 +174,29 @@ def named_span(text: str, now: datetime) -> tuple[date, date] | None:
             return monday, monday + timedelta(days=6) + slack
         first = (today.replace(day=1) - timedelta(days=1)).replace(day=1)
         return first, today.replace(day=1) - timedelta(days=1) + slack
-    if match := _WITHIN.search(text):
-        return today - timedelta(days=_count(match.group(1)) * _UNIT_DAYS[match.group(2).lower()]), today
-    if match := _THIS.search(text):
-        unit = match.group(1).lower()
-        start = {"week": today - timedelta(days=today.weekday()), "month": today.replace(day=1),
-                 "year": today.replace(month=1, day=1)}[unit]
-        return start, today
+    unit = language.units[groups["unit"].lower()]
+    if kind is Kind.WITHIN:
+        return today - timedelta(days=_number(groups.get("count"), language) * _UNIT_DAYS[unit]), today
+    start = {"week": today - timedelta(days=today.weekday()), "month": today.replace(day=1),
+             "year": today.replace(month=1, day=1)}[unit]  # fmt: skip
+    return start, today
+
+
+def named_span(text: str, now: datetime) -> tuple[date, date] | None:
+    """The first and last day (inclusive, in ``now``'s calendar) on which a page telling what ``text`` asks about
+    may have been written: from a date written out ("on 29 Dec 2023", "in August 2023", 3月5日: that day or month),
+    else from the first time phrase in ``text`` that names a date relative to ``now`` (of the first :class:`Kind`
+    found, in any language); ``None`` when it names none, only asks how long ago something was, bounds a period by
+    a date ("before April 10, 2023") or writes only a year (the relative phrase is then relative to that date, not
+    to now)."""
+    today = now.date()
+    tables = _tables(text)
+    written, dated = _written(text, today, tables)
+    if dated:
+        return written
+    every = len(tables) == len(_TABLES)
+    for kind, patterns in _BY_KIND:
+        for table, pattern in patterns:
+            if (every or table in tables) and (match := pattern.search(text)):
+                return _relative(kind, match, table.language, today)
     return None

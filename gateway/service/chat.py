@@ -244,6 +244,8 @@ class ChatService:
         context = await self._builder.build(request.model, request.messages, tools, thread, now, budget)
         if context.added and self._consolidator is not None:
             await self._consolidator.pages_added(thread)
+        elif self._consolidator is not None:  # pages another embedding model made are re-embedded in the background
+            await self._consolidator.vectors_checked(thread)
         return context
 
     async def _form(self, request: ChatRequest, context: PagedContext) -> tuple[Form, int | None]:

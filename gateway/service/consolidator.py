@@ -23,6 +23,7 @@ import numpy as np
 
 from gateway.adapters.consolidation_store import ConsolidationStore
 from gateway.adapters.embedder import Embedder
+from gateway.adapters.embedding_models import DEFAULT_MODEL
 from gateway.adapters.job_queue import Job, JobQueue
 from gateway.adapters.manifests import Manifest, NewPage
 from gateway.adapters.redis_store import RedisStore
@@ -42,10 +43,14 @@ from gateway.core.consolidation import (
 )
 from gateway.core.labels import label_shapes, without_labels
 from gateway.core.lexical import is_low_information, term_counts
+from gateway.core.lru import Lru
 from gateway.core.segmentation import Buffer, Flush, FlushReason, SegmentationPolicy, SegmentBlock, admit, flush_if_idle, flush_now, with_head_summary
 from gateway.errors import GatewayError
+from gateway.service.reembedding import Reembedding
 
 __all__ = ["Consolidator"]
+
+CHECKED_THREADS = 10_000  # threads whose vectors a process knows to be its model's
 
 log = logging.getLogger("gateway.consolidator")
 
@@ -70,7 +75,10 @@ class Consolidator:
         clock: Clock = _utcnow,
     ) -> None:
         self._store = store
-        self._cstore = ConsolidationStore(store)
+        self._model = embedder.model if embedder is not None else DEFAULT_MODEL
+        self._cstore = ConsolidationStore(store, self._model)
+        self._reembedding = Reembedding(store, embedder)
+        self._current: Lru[str, bool] = Lru(CHECKED_THREADS)  # threads whose vectors are known to be the model's
         self._queue = queue
         self._upstream = upstream
         self._embedder = embedder
@@ -94,6 +102,16 @@ class Consolidator:
 
     async def pages_added(self, thread: ThreadKey) -> None:
         await self._queue.enqueue("consolidate", thread.scope, {})  # no dedupe: a run already going may have read the log
+
+    async def vectors_checked(self, thread: ThreadKey) -> None:
+        """Queue the thread's consolidation (which re-embeds first) when another embedding model made its vectors:
+        a request that adds no page queues nothing else. Read once per thread and process while they are current."""
+        if self._embedder is None or self._current.get(thread.scope):
+            return
+        if await self._store.vectors_model(thread) == self._model:
+            self._current.put(thread.scope, True)
+            return
+        await self._queue.enqueue("consolidate", thread.scope, {}, dedupe=f"reembed:{thread.scope}")
 
     async def flush_requested(self, thread: ThreadKey, reason: FlushReason = FlushReason.SAVE) -> None:
         await self._queue.enqueue("flush", thread.scope, {"reason": reason.value})
@@ -136,7 +154,9 @@ class Consolidator:
         await self.merge(ThreadKey.from_scope(job.thread))
 
     async def consolidate(self, thread: ThreadKey) -> None:
-        """Feed every page stored since the last run through segmentation, committing at each flush."""
+        """Feed every page stored since the last run through segmentation, committing at each flush (the thread's
+        vectors that another embedding model made are made again first)."""
+        await self._reembedding.ensure(thread)
         while True:
             record = await self._cstore.segment(thread)
             ids = await self._cstore.log_since(thread, record.cursor)
@@ -223,7 +243,7 @@ class Consolidator:
             vector = (mean / (np.linalg.norm(mean) or 1.0)).astype(np.float32)
         # matched without the line labels its children's lines open with (gateway.core.labels), as they are
         matched = without_labels(page.content, label_shapes(page.content.split("\n")))
-        return NewPage.of(page, self._count, term_counts(matched), vector)
+        return NewPage.of(page, self._count, term_counts(matched), vector, model=self._model)
 
     async def _ask(self, messages: list[dict[str, str]], parse: Callable[[str], T | None]) -> T | None:
         model = self._settings.summarizer_model
@@ -271,7 +291,7 @@ class Consolidator:
         """
         vectors: dict[str, tuple[float, ...]] = {}
         if self._embedder is not None:
-            stored = await self._store.vectors(thread, [m.page.id for m in manifests])
+            stored = await self._store.vectors(thread, [m.page.id for m in manifests], model=self._model)
             vectors = {page: tuple(float(x) for x in vector) for page, vector in stored.items()}
             missing = [m.page for m in manifests if m.page.id not in vectors]
             if missing:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from gateway.adapters.embedder import Embedder
+from gateway.adapters.embedding_models import DEFAULT_MODEL
 from gateway.adapters.manifests import NewPage
 from gateway.adapters.redis_store import RedisStore, ThreadKey
 from gateway.adapters.snapshot import ThreadSnapshot
@@ -180,7 +181,7 @@ class Ingestion:
                 sentence_vectors[i] = np.vstack(rows)
         new = [
             NewPage.of(page, count, term_counts(matched.transcript), vectors[i], matched.anchor, kept_messages(block),
-                       user_vectors.get(i), sentence_vectors.get(i))
+                       user_vectors.get(i), sentence_vectors.get(i), self._embedder.model if self._embedder else DEFAULT_MODEL)
             for i, (page, block, matched) in enumerate(entries)
         ]
         added = await self._store.add_pages(thread, new, now.timestamp(), snapshot)

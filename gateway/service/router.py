@@ -42,7 +42,8 @@ from gateway.adapters.upstream import Upstream
 from gateway.config import PcpSettings
 from gateway.core import View, iso_time, lead_text
 from gateway.core.excerpt import query_source
-from gateway.core.lexical import bm25, drop_common_words, drop_time_phrases, is_low_information, terms
+from gateway.core.languages import LANGUAGES
+from gateway.core.lexical import bm25, drop_common_words, drop_time_phrases, is_low_information, table_terms, terms
 from gateway.core.lru import Lru
 from gateway.core.postings import Documents
 from gateway.core.when import named_span
@@ -65,7 +66,7 @@ NEIGHBOUR_SHARE = 0.4
 ALIGNED_THREADS = 32  # threads whose last request's page vectors are kept in order
 COMMON_SHARE = 0.5  # a word found in more than half of the thread's pages is left out of the embedded query
 # the words with which a page tells of an event of its own day or of the day before (see `_dated`)
-TELLING_TERMS = tuple(terms("today tonight yesterday"))
+TELLING_TERMS = table_terms([w for language in LANGUAGES for w in language.telling])
 # Questions that say what their answer looks like, and the words of the pages that look like it (see `_answer_form`).
 # "How long have I been working in my current role?" asks how long a state has lasted until now, and is answered
 # where the state was described, as a duration ("my 3 years and 9 months at the company"); a span that ended ("how
@@ -75,12 +76,12 @@ TELLING_TERMS = tuple(terms("today tonight yesterday"))
 # of the users' messages. "When did I go to the support group?" is answered by a page's date only if the page says
 # how what it tells stands to its day ("I went yesterday", "last Friday", "two weeks ago"): in LoCoMo, 198 of the
 # 250 evidence turns of "when did/was/were" questions hold such a word, 11% of all turns.
-DURATION_TERMS = tuple(terms("minutes hours days weeks months years decades"))
-PLACING_TERMS = tuple(terms("yesterday today tonight ago last week weekend month year "
-                            "monday tuesday wednesday thursday friday saturday sunday"))
+# (Every language's: gateway.core.languages.)
+DURATION_TERMS = table_terms([w for language in LANGUAGES for w in language.durations])
+PLACING_TERMS = table_terms([w for language in LANGUAGES for w in language.placing])
 ANSWER_FORMS = (
-    (re.compile(r"\bhow long (?:have|has)\b", re.IGNORECASE), DURATION_TERMS),
-    (re.compile(r"\bwhen (?:did|was|were)\b", re.IGNORECASE), PLACING_TERMS),
+    (re.compile("|".join(language.asks_duration for language in LANGUAGES), re.IGNORECASE), DURATION_TERMS),
+    (re.compile("|".join(language.asks_when for language in LANGUAGES), re.IGNORECASE), PLACING_TERMS),
 )
 EVENT_DAYS = timedelta(weeks=1)  # the longest span that names an event's days ("last week"); longer ones name periods
 
@@ -263,7 +264,7 @@ class Router:
         else:
             found, missing = self.vectors.get_many(scope, ids)
             if missing:
-                fetched = await self._store.vectors(thread, missing, user)
+                fetched = await self._store.vectors(thread, missing, user, self._embedder.model)  # its model's only
                 self.vectors.put_many(scope, fetched)
                 found.update(fetched)
             aligned = _Aligned.of(key, [found.get(i) for i in ids])

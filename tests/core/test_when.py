@@ -84,3 +84,46 @@ def test_a_question_that_names_no_date_has_no_span(text: str) -> None:
 )
 def test_a_date_written_out_names_the_days_its_telling_was_written(text: str, span: tuple[date, date]) -> None:
     assert named_span(text, TUESDAY) == span
+
+
+@pytest.mark.parametrize(
+    ("chinese", "english", "now"),
+    [
+        # a question in Chinese names the days its English words name
+        ("我昨天吃了什么？", "What did I eat yesterday?", TUESDAY),
+        ("前天我做了什么菜？", "What did I cook the day before yesterday?", TUESDAY),
+        ("上周五谁来听音乐会了？", "Who came to the concert last Friday?", TUESDAY),
+        ("三天前我做了什么菜", "what did I cook three days back", SATURDAY),
+        ("10天前我买了什么厨房电器？", "What kitchen appliance did I buy 10 days ago?", SATURDAY),
+        ("两周前我在花园里做了什么？", "What gardening did I do two weeks ago?", SATURDAY),
+        ("去年我去了哪里？", "Where did I go in the last year?", TUESDAY),
+        ("上周末我喝了什么鸡尾酒？", "What cocktail did I try last weekend?", TUESDAY),
+        ("上周我跑了多远？", "How far did I jog last week?", TUESDAY),
+        ("上个月我读完了哪些书？", "Which books did I finish last month?", TUESDAY),
+        ("最近两个月我买了几件首饰？", "How many pieces of jewelry did I get in the last two months?", TUESDAY),
+        ("这周我读了什么？", "What have I read this week?", TUESDAY),
+        ("5月2日我们聊了什么？", "What did we talk about on May 2nd?", TUESDAY),
+        ("2022年12月29日凯特做了什么意大利面？", "What kind of pasta did Kate make on 29 Dec 2023?".replace("2023", "2022"), TUESDAY),
+        ("一月份我开始读哪些书？", "What books did I start in January?", TUESDAY),
+    ],
+)
+def test_a_chinese_time_phrase_names_the_days_its_english_one_does(chinese: str, english: str, now: datetime) -> None:
+    assert named_span(chinese, now) == named_span(english, now) is not None
+
+
+def test_chinese_phrases_english_has_no_words_for() -> None:
+    assert named_span("我今天说了什么？", TUESDAY) == (date(2023, 5, 30), date(2023, 5, 31))
+    assert named_span("三月五号那天我做了什么？", TUESDAY) == (date(2023, 3, 5), date(2023, 3, 6))
+    # 上周五 is Friday of the week before this one: on a Saturday, eight days back (yesterday is 昨天)
+    assert named_span("上周五我去了哪里？", SATURDAY) == (date(2023, 3, 17), date(2023, 3, 18))
+
+
+@pytest.mark.parametrize("text", ["我有3个月的假期", "3月5日之前我做了什么？", "2021年我住在哪里？", "我住在3号楼", "你什么时候有空？"])
+def test_a_chinese_question_that_names_no_date_has_no_span(text: str) -> None:
+    assert named_span(text, TUESDAY) is None
+
+
+def test_a_day_that_does_not_exist_and_last_night_name_what_they_can() -> None:
+    assert named_span("2月30日我做了什么？", TUESDAY) is None  # no such day: no day named, and no other phrase used
+    assert named_span("What did I eat last night?", TUESDAY) == (date(2023, 5, 29), date(2023, 5, 30))
+    assert named_span("我昨晚吃了什么？", TUESDAY) == named_span("What did I eat last night?", TUESDAY)
