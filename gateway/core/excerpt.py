@@ -11,31 +11,26 @@ pieces) is one unit when it is short (:data:`UNIT_TOKENS`); otherwise each messa
 longer message is split into its lines, and a line that is still longer into its sentences. So a short user
 message is kept whole, and a long reply contributes only its matching lines.
 
-Choice. A unit *holds* the query terms it is the first of the page's units to mention, each weighing its IDF in
-the thread: the first mention is the source, a later one repeats it (a reply echoing the question it answers). A
-term that most of the page's units mention (a code block's keywords, a list's subject) is held by the unit that
-holds most of the other query terms instead of by its first mention. A unit also takes half of the weight the unit
-before it holds: the answer to a matching message is often the message after it, its reply or the next line of its
-burst, in words of its own. The options are nested: the units that hold (or take) the most query weight first, then
-those that only repeat query terms — every proper subset of the page's
-matching units in that order — and last the page whole (every unit, nothing left out: a Detail node's text
-without the node's tags, so a page worth showing whole costs only its own tokens), each with its rendered text,
-its token cost and its *coverage*, the share of the page it holds. A page that holds a share s of the query's
-weight (its *strength*) owes that share of its value to the query terms its units hold, and a set of units holds
-the part of it whose terms they hold; the rest is spread by tokens (a fact the query does not name is as likely
-in any token — of the user's messages alone, for a question about the user, :func:`query_source`). A unit that
-only repeats terms adds its tokens' share. So a page that only shares a common word with the query is cut by
-size, and one whose single message holds every query word is worth little more than that message. The budget
+Choice. A unit *holds* the query terms it mentions, each weighing its IDF in the thread; a unit also takes half of
+the weight the unit before it holds: the answer to a matching message is often the message after it, its reply or
+the next line of its burst, in words of its own. The options are nested: the units that hold (or take) the most
+query weight first, then those that only mention query terms without holding them (another role's, for a question
+about one role, :func:`query_source`) — every proper subset of the page's matching units in that order — and last
+the page whole (every unit, nothing left out: a Detail node's text without the node's tags, so a page worth showing
+whole costs only its own tokens), each with its rendered text, its token cost and its *coverage*, the share of the
+page it holds. A page that holds a share s of the query's weight (its *strength*) owes that share of its value to
+the query terms its units hold, and a set of units holds the part of it whose terms they hold; the rest is spread by
+tokens (a fact the query does not name is as likely in any token — of the user's messages alone, for a question
+about the user). So a page that only shares a common word with the query is cut by size, and one whose single
+message holds every query word is worth little more than that message. The budget
 weighs these options against a line and a Detail node (:mod:`gateway.core.budget`). Same inputs, same output.
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain
 
 from gateway.core.lexical import terms
 
@@ -162,29 +157,13 @@ def units_of(content: str, count: Callable[[str], int]) -> tuple[Unit, ...]:
 def _held(
     units: Sequence[Unit], weights: Mapping[str, float], source: str | None = None
 ) -> tuple[list[frozenset[str]], float]:
-    """The query terms each unit holds — those no earlier unit of the page mentions: the first mention is the
-    source, a later one (a reply echoing the question it answers) repeats it — and the page's *strength*: the
-    share of the query's weight its units hold at all. A term that several units mention, more than half of
-    those that may hold it, does not point at its first one (a code block's keywords on every line, the subject
-    of a long list): it is held by the one of them that holds most of the query's other terms (the first of
-    those that tie). With ``source`` (a role, see :func:`query_source`), only that role's units hold terms: the
-    others only repeat or elaborate what the query is about."""
-    eligible = [source is None or unit.speaker.startswith(source) for unit in units]
-    found = [unit.terms.intersection(weights) if e else _NOTHING for unit, e in zip(units, eligible)]
-    mentions = Counter(chain.from_iterable(found))
-    common = {t for t, n in mentions.items() if n > 1 and 2 * n > sum(eligible)}
-    held: list[frozenset[str]] = []
-    seen: set[str] = set(common)
-    for terms_ in found:
-        held.append(terms_ - seen)
-        seen |= terms_
-    if common:
-        own = [sum(weights[t] for t in h) for h in held]
-        for term in common:
-            best = max((i for i, terms_ in enumerate(found) if term in terms_), key=lambda i: (own[i], -i))
-            held[best] |= {term}
+    """The query terms each unit holds (those it mentions), and the page's *strength*: the share of the query's
+    weight its units hold at all. With ``source`` (a role, see :func:`query_source`), only that role's units hold
+    terms: the others only repeat or elaborate what the query is about."""
+    held = [unit.terms.intersection(weights) if source is None or unit.speaker.startswith(source) else _NOTHING
+            for unit in units]
     total = sum(weights.values())
-    return held, (sum(weights[t] for t in seen) / total if total > 0 else 0.0)
+    return held, (sum(weights[t] for t in frozenset().union(*held)) / total if total > 0 else 0.0)
 
 
 def render_excerpt(units: Sequence[Unit], chosen: Sequence[int]) -> str:

@@ -109,7 +109,7 @@ def test_idf_weights_ignore_terms_no_page_has() -> None:
     assert set(found) == {"hike", "dog"} and found["dog"] > found["hike"] > 0
 
 
-def test_a_reply_that_echoes_the_question_adds_only_its_size() -> None:
+def test_a_reply_that_says_the_questions_words_holds_them_as_the_question_does() -> None:
     content = "\n".join(
         [
             "user: my parents have been staying with me in the US for nine months",
@@ -122,17 +122,17 @@ def test_a_reply_that_echoes_the_question_adds_only_its_size() -> None:
     )
     units = units_of(content, COUNT)
     echo = next(i for i, u in enumerate(units) if u.text.startswith("Parents staying"))
-    card = next(i for i, u in enumerate(units) if u.text.startswith("A green card"))
-    options = excerpt_options(units, weights("How long have my parents been staying in the US? green card"), COUNT)
-    # the user's message holds the most; the next unit is the one that adds "green card", not the echo
-    assert [o.chosen for o in options][:2] == [(0,), tuple(sorted((0, card)))]
+    query = weights("How long have my parents been staying in the US? green card")
+    options = excerpt_options(units, query, COUNT)
+    # the reply's line that repeats the user's words is as likely to hold the answer as the user's message: it is
+    # weighed by the words it says, not by its tokens alone (on real chats and LongMemEval, +0.009 and +0.016 at 2k)
     at = next(k for k, o in enumerate(options) if echo in o.chosen)
-    with_echo, without = options[at], options[at - 1]
-    assert set(with_echo.chosen) - set(without.chosen) == {echo}
-    share = units[echo].tokens / sum(u.tokens for u in units)
-    added = with_echo.coverage - without.coverage
-    # an echo of terms already held is worth its tokens' share of what the page does not match, and no more
-    assert 0 <= added <= share + 1e-9
+    assert at < len(options) - 1  # an excerpt, not only the page whole
+    gained = options[at].coverage - (options[at - 1].coverage if at else 0.0)
+    assert gained > units[echo].tokens / sum(u.tokens for u in units)
+    # the steps say none of the question's words: only the one after a matching line may come before the page whole
+    later_steps = {i for i, u in enumerate(units) if u.text.startswith("Step") and not u.text.startswith("Step 0")}
+    assert all(not later_steps & set(o.chosen) for o in options[:-1])
 
 
 def test_a_question_about_the_user_is_answered_from_the_users_own_messages() -> None:
@@ -159,10 +159,10 @@ def test_a_reply_that_only_repeats_the_query_words_holds_nothing_of_a_question_a
     query = "Which lens did I buy for my camera?"
     anyone = excerpt_options(units, weights(query), COUNT)
     mine = excerpt_options(units, weights(query), COUNT, query_source(query))
-    # anyone's: the first tip holds "lens", a third of the query's words: it and the tip after it are worth that
-    # third of the page and more; the user's: a fact about the user is in the user's words, and a tip holds none of
-    # them: the ten tips together are worth a tenth of the user's one message
-    assert anyone[1].coverage > 1 / 3
+    # anyone's: every tip holds "lens", a third of the query's words: two tips are worth more than their size; the
+    # user's: a fact about the user is in the user's words, and a tip holds none of them: the ten tips together are
+    # worth a tenth of the user's one message
+    assert anyone[1].coverage > sum(units[i].tokens for i in anyone[1].chosen) / sum(u.tokens for u in units)
     others = OTHERS_SHARE / (1 + OTHERS_SHARE)
     assert all(0 < option.coverage < others for option in mine[:-1]) and mine[-1].coverage == 1.0  # but the page whole
     # so the line that holds the user's message holds nearly all the page is worth to this question
@@ -224,16 +224,15 @@ def test_a_word_said_more_by_the_side_that_says_more_is_not_a_name() -> None:
     assert named_source("Where is Melanie?", lambda term: (30, 2), 400, lambda: (2000, 2000)) == "assistant"
 
 
-def test_words_on_most_lines_of_a_code_block_go_with_the_line_that_says_what_else_the_query_asks() -> None:
+def test_the_line_of_a_code_block_that_says_what_else_the_query_asks_comes_first() -> None:
     names = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa"]
     code = "\n".join(f"    total_{name} = compute_total(rows, '{name}')  # step: the {name} total" for name in names)
     units = units_of(f"user: write the report code\nassistant: Here it is:\n```python\n{code}\n```\nDone.", COUNT)
     options = excerpt_options(units, weights("Which step computes the gamma total?"), COUNT)
-    # "step", "computes" and "total" are on every line of the block: they go with the line that says "gamma",
-    # not with the block's first line, and that line is the first excerpt, holding all the page matches but the
-    # share of the line after it (which may carry on what it says)
+    # "step", "computes" and "total" are on every line of the block; the line that also says "gamma" holds the most
+    # and is the first excerpt, worth more than its size; the line after it (which may carry on what it says) next
     assert "total_gamma" in options[0].text and "total_alpha" not in options[0].text
-    assert options[0].coverage == pytest.approx(2 / 3) and "total_delta" in options[1].text
+    assert options[0].coverage > options[0].tokens / sum(u.tokens for u in units) and "total_delta" in options[1].text
 
 
 def test_leading_options_open_the_page_one_unit_at_a_time_then_whole() -> None:
