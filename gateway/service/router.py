@@ -6,8 +6,8 @@
    what was said). Every candidate is scored by BM25 over its stored term counts (with half of its
    neighbours' counts: the turns around a page are its context) and by the cosine
    between the query's embedding (of the query without the words most of the thread's pages
-   contain) and the page's stored embedding (computed once, at ingestion), counted above the thread's median page's,
-   plus a share of its neighbours' scores; the pages written on the days the query names ("10 days ago",
+   contain) and the page's stored embedding (computed once, at ingestion), counted above the thread's median page's;
+   the pages written on the days the query names ("10 days ago",
    `gateway.core.when`) are raised by the odds that those days single them out, and so are the pages in the
    form of the answer a question asks for (a duration for "how long have…", a word that places an event in time
    for "when did…"); the best `pcp.shortlist` pages are kept.
@@ -55,14 +55,13 @@ __all__ = ["Router", "Selection", "VectorCache", "matched_on", "reconstruct_quer
 log = logging.getLogger("gateway.router")
 
 # Measured on LoCoMo (bench/evidence_recall.py and a page-ranking sweep over all ten conversations): lexical
-# 0.6 / semantic 0.4 with a 0.4 neighbour share ranks evidence slightly better than 0.4 / 0.6 / 0.3; BM25 alone
-# or MiniLM alone is clearly worse than the blend.
+# 0.6 / semantic 0.4 ranks evidence slightly better than 0.4 / 0.6; BM25 alone or MiniLM alone is clearly worse
+# than the blend (the rule audit of docs/benchmarks.md: without either, every shape loses).
 LEXICAL_WEIGHT = 0.6
 SEMANTIC_WEIGHT = 0.4
-WINDOW_SHARE = 0.5  # BM25 scores each page with half of its neighbours' words: about +0.02 recall at 1k, 2k and 4k
+WINDOW_SHARE = 0.5  # BM25 scores each page with half of its neighbours' words (the rule audit of docs/benchmarks.md)
 DETAIL_SHARE = 0.5  # a heuristic Detail pick scores at least this share of the best score
 LEFT_OUT = 0.05  # relevance of a page the router model chose to leave out
-NEIGHBOUR_SHARE = 0.4
 ALIGNED_THREADS = 32  # threads whose last request's page vectors are kept in order
 COMMON_SHARE = 0.5  # a word found in more than half of the thread's pages is left out of the embedded query
 # the words with which a page tells of an event of its own day or of the day before (see `_dated`)
@@ -154,16 +153,6 @@ class _Aligned:
         if len(self.rows):
             scores[self.has] = np.maximum.reduceat(self.rows @ query, self.starts)
         return scores.tolist()
-
-
-def _with_neighbours(scores: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """Each page's score plus a share of its neighbours' in conversation order: the turns around a match
-    are often the ones that answer (on LoCoMo this lifts evidence within the top 24 pages from 0.72 to 0.75).
-    Elementwise: the same floats as adding the one before, then the one after, page by page."""
-    smoothed = scores.copy()
-    smoothed[1:] += NEIGHBOUR_SHARE * scores[:-1]
-    smoothed[:-1] += NEIGHBOUR_SHARE * scores[1:]
-    return smoothed
 
 
 def _dated(
@@ -312,7 +301,7 @@ class Router:
         # the embedding has no IDF: words in most pages (the participants' names) only pull it towards pages that
         # mention them (on LoCoMo, leaving them out adds ~0.01 recall at 2k and 4k)
         semantic = _above_typical(await self._semantic(thread, common, ids, about_user))
-        scores = _normalised(_with_neighbours(LEXICAL_WEIGHT * lexical + SEMANTIC_WEIGHT * semantic))
+        scores = _normalised(LEXICAL_WEIGHT * lexical + SEMANTIC_WEIGHT * semantic)
         told = mine if about_user else documents
 
         def holding(words: Sequence[str]) -> list[int]:
