@@ -205,7 +205,8 @@ class Gateway:
         # the product's defaults: raw form on, default budget; the whole thread arrives in one body
         self.config = gateway_config(self.fake.url, self.workdir / "data", embedded=True,
                                      pcp={"raw_form": True}, server={"max_body_bytes": 256 * 1024 * 1024})
-        self.gw = GatewayProcess(config=self.config, workdir=self.workdir)
+        # the gateway of this checkout, whatever the editable install points at (the child runs in the temp dir)
+        self.gw = GatewayProcess(config=self.config, workdir=self.workdir, env={"PYTHONPATH": str(ROOT)})
         stack.callback(self.gw.stop)
         self.gw.start(timeout=600.0)
         self.proc = psutil.Process(self.gw.process.pid if self.gw.process else 0)

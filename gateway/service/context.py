@@ -15,6 +15,7 @@ from typing import Any
 
 from gateway.adapters.embedder import Embedder
 from gateway.adapters.redis_store import RedisStore, ThreadKey
+from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.config import PcpSettings
 from gateway.core import (
     Block,
@@ -110,6 +111,15 @@ class _MessageTokens:
         self._counter = counter
         self._counts: dict[int, int] = {}
 
+    def within(self, messages: Iterable[Mapping[str, Any]], limit: int) -> bool:
+        """Whether the messages' counts sum to at most ``limit`` (counting stops beyond it)."""
+        total = 0
+        for message in messages:
+            total += self.total((message,))
+            if total > limit:
+                return False
+        return True
+
     def total(self, messages: Iterable[Mapping[str, Any]]) -> int:
         """The sum of the messages' counts (without the reply priming ``count_messages`` adds)."""
         counts, total = self._counts, 0
@@ -158,13 +168,19 @@ class ContextBuilder:
     ) -> PagedContext:
         """The first round's context; with ``store=False`` the thread is only read (a preview: no page is stored)."""
         counter = self._counter_for(model)
-        stored = await self.history.store_history(thread, messages, now, store=store)
+        tokens = _MessageTokens(counter)  # the request's own messages, counted once however often they are sent
+
+        def raw(snapshot: ThreadSnapshot) -> bool:
+            """Whether the request may go upstream raw (gateway.core.form): then its new pages' vectors wait for
+            the background, since nothing on its way to the answer compares them."""
+            return self._settings.raw_form and not snapshot.paged and tokens.within(messages, budget - REPLY_PRIMING)
+
+        stored = await self.history.store_history(thread, messages, now, store=store, later=raw)
         split, scaffold, keep, ids, added, snapshot = stored.split, stored.scaffold, stored.keep, stored.ids, stored.added, stored.snapshot
         self._excerpts.prepare(thread, stored.pages, counter)
         blocks = [split.blocks[i] for i in keep]
         query = _query(split.tail)
         scaffolding = [m for i in sorted(scaffold) for m in split.blocks[i].messages]
-        tokens = _MessageTokens(counter)  # the request's own messages, counted once however often they are sent
         follows = await self._same_sitting(stored)
         # The history keeps `pcp.history_floor` of the budget (by default the share the recent turns may take) whatever
         # the client's own parts take. A coding assistant's prompt, repository map and files can fill the budget alone

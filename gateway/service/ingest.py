@@ -8,7 +8,7 @@ alone; every paged request does it first (gateway.service.context).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,7 +17,7 @@ import numpy as np
 
 from gateway.adapters.embedder import Embedder
 from gateway.adapters.embedding_models import DEFAULT_MODEL
-from gateway.adapters.manifests import NewPage
+from gateway.adapters.manifests import NewPage, sentences_vector_field, user_vector_field
 from gateway.adapters.redis_store import RedisStore, ThreadKey
 from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.config import PcpSettings
@@ -147,8 +147,9 @@ class Ingestion:
         now: datetime,
         known_ids: Sequence[str] | None,
         snapshot: ThreadSnapshot | None,
+        later: bool = False,
     ) -> tuple[list[str], list[str], tuple[Page, ...]]:
-        """`ingest`, with the pages it stored."""
+        """`ingest`, with the pages it stored; with ``later``, their vectors are left to the background."""
         ids = list(known_ids) if known_ids is not None else [page_id(block.text) for block in blocks]
         missing = set(snapshot.missing(ids) if snapshot is not None else await self._store.missing(thread, ids))
         fresh: dict[str, tuple[Page, Block, Matched]] = {}
@@ -168,20 +169,28 @@ class Ingestion:
         # a fact said in passing ("by the way, I just got a smoker") is averaged away in the message's embedding
         own = [i for i, (_, block, _) in enumerate(entries)
                if block.anchor_text and any(m.get("role") != "user" for m in block.messages)]
+        user_at = set(own)
         said = {i: split for i in own if len(split := sentences(entries[i][2].anchor)) > 1} if self._embedder else {}
         texts = [matched.embedded for _, _, matched in entries] + [entries[i][2].anchor for i in own] + [t for i in said for t in said[i]]
-        vectors: list[Any] = list(await self._embedder.embed(texts)) if self._embedder and pages else [None] * len(texts)
+        pending: dict[int, tuple[str, ...]] = {}
+        if later and self._embedder is not None:  # the background makes them (gateway.service.reembedding)
+            for i, page in enumerate(pages):
+                pending[i] = (page.id, *((user_vector_field(page.id),) if i in user_at else ()),
+                              *((sentences_vector_field(page.id),) if i in said else ()))
+            texts = []
+        vectors: list[Any] = list(await self._embedder.embed(texts)) if self._embedder and texts else [None] * len(texts)
         user_vectors = dict(zip(own, vectors[len(pages):]))
         sentence_vectors: dict[int, Any] = {}
         at = len(pages) + len(own)
-        for i, split in said.items():
+        for i, split in said.items() if texts else ():
             rows = vectors[at : at + len(split)]
             at += len(split)
             if all(row is not None for row in rows):
                 sentence_vectors[i] = np.vstack(rows)
         new = [
-            NewPage.of(page, count, term_counts(matched.transcript), vectors[i], matched.anchor, kept_messages(block),
-                       user_vectors.get(i), sentence_vectors.get(i), self._embedder.model if self._embedder else DEFAULT_MODEL)
+            NewPage.of(page, count, term_counts(matched.transcript), vectors[i] if texts else None, matched.anchor,
+                       kept_messages(block), user_vectors.get(i), sentence_vectors.get(i),
+                       self._embedder.model if self._embedder else DEFAULT_MODEL, pending.get(i, ()))
             for i, (page, block, matched) in enumerate(entries)
         ]
         added = await self._store.add_pages(thread, new, now.timestamp(), snapshot)
@@ -189,11 +198,14 @@ class Ingestion:
         return ids, added, tuple(page for page in pages if page.id in stored)
 
     async def store_history(
-        self, thread: ThreadKey, messages: Sequence[Mapping[str, Any]], now: datetime, *, store: bool = True
+        self, thread: ThreadKey, messages: Sequence[Mapping[str, Any]], now: datetime, *, store: bool = True,
+        later: Callable[[ThreadSnapshot], bool] | None = None,
     ) -> History:
         """Split a request's messages and store its conversation's sealed blocks as pages (what every paged
         request does first; `pcp-gateway import` does only this). With ``store=False`` nothing is written, not
-        even the thread's split cache: the blocks and their ids only."""
+        even the thread's split cache: the blocks and their ids only. When ``later`` says so of the thread (read
+        with the request), the new pages are stored without their vectors, which the thread's consolidation job
+        makes (`gateway.service.reembedding`): a request sent raw has no use for them before its answer."""
         try:
             split = (self._splits if store else SplitCache(capacity=1)).split(thread.scope, messages)
         except ValueError as exc:
@@ -209,7 +221,8 @@ class Ingestion:
         asked_at = now if before is None else min(datetime.fromtimestamp(before[1], now.tzinfo), now)
         if not store:
             return History(split, scaffold, keep, known, [], snapshot, asked_at)
-        ids, added, pages = await self._ingest(thread, [split.blocks[i] for i in keep], now, known, snapshot)
+        deferred = later is not None and later(snapshot)
+        ids, added, pages = await self._ingest(thread, [split.blocks[i] for i in keep], now, known, snapshot, deferred)
         if asking and before is None:
             await self._store.save_asked(thread, page_id(asking), now.timestamp())
         return History(split, scaffold, keep, ids, added, snapshot, asked_at, pages)
