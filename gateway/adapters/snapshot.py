@@ -20,7 +20,7 @@ from gateway.core.postings import Postings
 
 __all__ = ["PageReader", "ThreadSnapshot"]
 
-DERIVED_KEPT = 8  # values a thread's version keeps for the request path (ThreadSnapshot.derived): a few trees
+DERIVED_KEPT = 16  # values a thread's version keeps for the request path (ThreadSnapshot.derived): a few trees
 
 
 class PageReader(Protocol):

@@ -167,7 +167,7 @@ def _with_neighbours(scores: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]
 
 
 def _dated(
-    scores: npt.NDArray[np.float64], written: Sequence[float], query: str, now: datetime,
+    scores: npt.NDArray[np.float64], written: Sequence[float] | npt.NDArray[np.float64], query: str, now: datetime,
     telling: Callable[[], Sequence[int]] = list,
 ) -> npt.NDArray[np.float64]:
     """``scores`` with the pages written on the days ``query`` names ("10 days ago", "last Saturday":
@@ -250,6 +250,7 @@ class Router:
         self.vectors = VectorCache()
         # per thread, its last request's pages and their vectors in that order (pages and vectors never change)
         self._aligned: Lru[str, _Aligned] = Lru(ALIGNED_THREADS)
+        self._columns_of: Lru[int, tuple[Sequence[Manifest], list[str], npt.NDArray[np.float64]]] = Lru(ALIGNED_THREADS)
 
     async def _semantic(self, thread: ThreadKey, match_text: str, ids: Sequence[str], user: bool = False) -> list[float]:
         """Cosine of the query with each page's embedding (with ``user``, the embedding of the user's own messages,
@@ -290,8 +291,8 @@ class Router:
         ``own`` gives the same for the user's own messages, on which a question about the user is matched;
         ``now``, the request's time, dates the days a query names ("10 days ago")."""
         text = matched_on(query, previous_summary)
-        ids = [m.page.id for m in roots]
-        counts = [m.terms for m in roots]
+        ids, written = self._columns(roots)
+        counts = [m.terms for m in roots] if documents is None else []  # (only without the postings)
         query_terms = terms(text)
         about_user = query_source(text) == "user"
         mine: Documents | None = None
@@ -323,12 +324,12 @@ class Router:
             return [i for i, m in enumerate(roots) if any(t in (m.own_terms if about_user else m.terms) for t in words)]
 
         if now is not None:
-            scores = _dated(scores, [m.written_ts for m in roots], query, now, lambda: holding(TELLING_TERMS))
+            scores = _dated(scores, written, query, now, lambda: holding(TELLING_TERMS))
         scores = _answer_form(scores, query, holding)
         relevance = dict(zip(ids, scores.tolist()))
         # best first, ties in conversation order (a stable sort on the negated scores, as sorted() would)
         shortlist = [ids[i] for i in np.argsort(-scores, kind="stable")[: self._settings.shortlist]]
-        decided = await self._ask_router(text, shortlist, {m.page.id: m for m in roots}, relevance)
+        decided = await self._ask_router(text, shortlist, roots, relevance)
         if decided is not None:
             return Selection(decided[0], decided[1], text, "router-model")
         asked = self._settings.router_model is not None and bool(shortlist)
@@ -338,12 +339,25 @@ class Router:
         picks = [i for i in shortlist[: self._settings.detail_picks] if relevance[i] >= DETAIL_SHARE and relevance[i] > 0]
         return {i: View.DETAIL for i in picks}
 
+    def _columns(self, roots: Sequence[Manifest]) -> tuple[list[str], npt.NDArray[np.float64]]:
+        """The pages' ids and times, kept for the last few lists of pages (a request passes the list its thread's
+        version keeps: gateway.service.view_choice), so that a request does not walk every manifest for them."""
+        kept = self._columns_of.get(id(roots))
+        if kept is not None and kept[0] is roots:
+            return kept[1], kept[2]
+        ids = [m.page.id for m in roots]
+        written = np.array([m.written_ts for m in roots], dtype=np.float64)
+        self._columns_of.put(id(roots), (roots, ids, written))
+        return ids, written
+
     async def _ask_router(
-        self, match_text: str, shortlist: Sequence[str], manifests: Mapping[str, Manifest], relevance: dict[str, float]
+        self, match_text: str, shortlist: Sequence[str], roots: Sequence[Manifest], relevance: dict[str, float]
     ) -> tuple[dict[str, float], dict[str, View]] | None:
         model = self._settings.router_model
         if model is None or not shortlist:
             return None
+        listed = set(shortlist)
+        manifests = {m.page.id: m for m in roots if m.page.id in listed}
         started = time.perf_counter()
         try:
             async with asyncio.timeout(self._settings.router_timeout_ms / 1000):
