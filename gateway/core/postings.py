@@ -31,7 +31,8 @@ class Postings:
         self._documents: tuple[str, ...] = ()
         self._order: Mapping[str, int] | None = None  # their positions
         self._positions: dict[str, list[int]] = {}
-        self._scoring: tuple[tuple[tuple[int, ...], float, float, float], list[float], dict[str, list[tuple[int, float]]]] | None = None
+        self._scoring: tuple[tuple[tuple[int, ...], float, float, float], list[float], dict[str, tuple[list[int], list[float]]]] | None = None
+        self._lengths: tuple[Sequence[int], tuple[int, ...]] | None = None  # the last lengths list and its tuple
 
     def __contains__(self, page_id: object) -> bool:
         return page_id in self._counts
@@ -120,11 +121,23 @@ class Documents:
     def bm25(self, query: Sequence[str], *, k1: float = 1.5, b: float = 0.75, neighbours: float = 0.0) -> list[float]:
         """``lexical.bm25(query, documents, lengths, k1=k1, b=b, neighbours=neighbours)``: only the documents
         that contain a query term, or (with ``neighbours``) are next to one, are looked at for that term."""
+        scores = [0.0] * len(self._order)
+        for positions, values in self.bm25_terms(query, k1=k1, b=b, neighbours=neighbours):
+            for i, value in zip(positions, values):
+                scores[i] += value
+        return scores
+
+    def bm25_terms(
+        self, query: Sequence[str], *, k1: float = 1.5, b: float = 0.75, neighbours: float = 0.0
+    ) -> list[tuple[list[int], list[float]]]:
+        """What :meth:`bm25` sums, term by term in the query's order (each distinct term once): the positions
+        (ascending) of the documents a term scores, and its BM25 term in each. Kept for the same documents, so a
+        caller that sums them with arrays does, for a term seen before, no work per document in Python."""
         n = len(self._order)
         if n == 0 or not query:
-            return [0.0] * n
+            return []
         ids = self._ids
-        key = (tuple(self._lengths), neighbours, k1, b)
+        key = (self._lengths_key(), neighbours, k1, b)
         postings = self._postings
         mine = postings._documents is ids  # else other documents came since: nothing is kept for these
         scoring = postings._scoring if mine else None
@@ -133,20 +146,30 @@ class Documents:
             if mine:
                 postings._scoring = scoring
         _, norms, terms_of = scoring
-        scores = [0.0] * n
+        out: list[tuple[list[int], list[float]]] = []
         for term in dict.fromkeys(query):
             found = terms_of.get(term)
             if found is None:
-                found = terms_of[term] = []
+                found = terms_of[term] = ([], [])
                 positions = self.positions(term)
                 if positions:
                     tf = self._term_frequencies(term, positions, neighbours)
                     frequency = len(tf)
                     weight = math.log(1.0 + (n - frequency + 0.5) / (frequency + 0.5))
-                    found.extend((i, weight * f * (k1 + 1.0) / (f + norms[i])) for i, f in tf)
-            for i, value in found:
-                scores[i] += value
-        return scores
+                    found[0].extend(i for i, _ in tf)
+                    found[1].extend(weight * f * (k1 + 1.0) / (f + norms[i]) for i, f in tf)
+            if found[0]:
+                out.append(found)
+        return out
+
+    def _lengths_key(self) -> tuple[int, ...]:
+        """The documents' lengths as a key of their scoring (the same list object is the same lengths)."""
+        postings = self._postings
+        if postings._lengths is not None and postings._lengths[0] is self._lengths:
+            return postings._lengths[1]
+        key = tuple(self._lengths)
+        postings._lengths = (self._lengths, key)
+        return key
 
     def _term_frequencies(self, term: str, positions: list[int], neighbours: float) -> list[tuple[int, float]]:
         """``(position, frequency)`` of the documents where ``term``'s frequency is not 0, ascending: its count,
