@@ -10,7 +10,8 @@ formulas, summed in the same order (tests/core/test_postings.py holds them equal
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
 
 from gateway.core.lexical import _length_norms, drop_terms, terms, words
 
@@ -33,6 +34,7 @@ class Postings:
         self._positions: dict[str, list[int]] = {}
         self._scoring: tuple[tuple[tuple[int, ...], float, float, float], list[float], dict[str, tuple[list[int], list[float]]]] | None = None
         self._lengths: tuple[Sequence[int], tuple[int, ...]] | None = None  # the last lengths list and its tuple
+        self._kept: dict[Hashable, Any] = {}  # what callers derive from the last documents (Documents.kept)
 
     def __contains__(self, page_id: object) -> bool:
         return page_id in self._counts
@@ -56,7 +58,7 @@ class Postings:
             if len(order) != len(ids) or any(page_id not in self._counts for page_id in ids):
                 return None
         if key != self._documents or len(self._positions) > TERMS_KEPT:
-            self._documents, self._positions, self._scoring = key, {}, None
+            self._documents, self._positions, self._scoring, self._kept = key, {}, None, {}
         elif self._scoring is not None and len(self._scoring[2]) > TERMS_KEPT:
             self._scoring = None
         self._order = order
@@ -97,6 +99,27 @@ class Documents:
     def frequency(self, term: str) -> int:
         return len(self.positions(term))
 
+    def counts(self, term: str) -> list[float]:
+        """``term``'s count in each document of :meth:`positions`, in that order."""
+        counts, ids = self._postings._counts, self._ids
+        return [float(counts[ids[p]].get(term, 0)) for p in self.positions(term)]
+
+    def norms(self, *, k1: float = 1.5, b: float = 0.75, neighbours: float = 0.0) -> list[float]:
+        """BM25's length term of each document (as :meth:`bm25` weighs them), kept for the same documents."""
+        return self._scoring(neighbours, k1, b)[1]
+
+    @property
+    def kept(self) -> dict[Hashable, Any]:
+        """Where a caller keeps what it derives from these documents (their terms' scores, say) for the requests
+        that ask about the same documents: emptied when other documents come (a key must name everything else the
+        value depends on)."""
+        postings = self._postings
+        if postings._documents is not self._ids:  # other documents came since: nothing is kept for these
+            return {}
+        if len(postings._kept) > TERMS_KEPT:
+            postings._kept.clear()
+        return postings._kept
+
     def idf_weights(self, query: Sequence[str]) -> dict[str, float]:
         """``lexical.idf_weights(query, documents)``."""
         n = len(self._order)
@@ -136,16 +159,7 @@ class Documents:
         n = len(self._order)
         if n == 0 or not query:
             return []
-        ids = self._ids
-        key = (self._lengths_key(), neighbours, k1, b)
-        postings = self._postings
-        mine = postings._documents is ids  # else other documents came since: nothing is kept for these
-        scoring = postings._scoring if mine else None
-        if scoring is None or scoring[0] != key:
-            scoring = (key, _length_norms(self._lengths, neighbours, k1, b), {})
-            if mine:
-                postings._scoring = scoring
-        _, norms, terms_of = scoring
+        _, norms, terms_of = self._scoring(neighbours, k1, b)
         out: list[tuple[list[int], list[float]]] = []
         for term in dict.fromkeys(query):
             found = terms_of.get(term)
@@ -161,6 +175,19 @@ class Documents:
             if found[0]:
                 out.append(found)
         return out
+
+    def _scoring(self, neighbours: float, k1: float, b: float) -> tuple[Any, list[float], dict[str, tuple[list[int], list[float]]]]:
+        """The documents' length norms and each term's BM25 terms so far, for one scoring; kept for the same
+        documents."""
+        key = (self._lengths_key(), neighbours, k1, b)
+        postings = self._postings
+        mine = postings._documents is self._ids  # else other documents came since: nothing is kept for these
+        scoring = postings._scoring if mine else None
+        if scoring is None or scoring[0] != key:
+            scoring = (key, _length_norms(self._lengths, neighbours, k1, b), {})
+            if mine:
+                postings._scoring = scoring
+        return scoring
 
     def _lengths_key(self) -> tuple[int, ...]:
         """The documents' lengths as a key of their scoring (the same list object is the same lengths)."""

@@ -25,6 +25,7 @@ from gateway.core import Block, Page, TokenCounter, message_text, original_page,
 from gateway.core.excerpt import sentences
 from gateway.core.labels import label_shapes, without_labels
 from gateway.core.lexical import term_counts
+from gateway.core.lru import Lru
 from gateway.core.original import kept_messages
 from gateway.core.scaffolding import Layout, decide, scaffolding_blocks
 from gateway.errors import InvalidRequest
@@ -33,6 +34,7 @@ from gateway.service.split_cache import Split, SplitCache
 __all__ = ["History", "Ingestion", "Matched", "SAVE_COMMAND", "matched_query", "matched_texts"]
 
 SAVE_COMMAND = "/save"
+LAYOUTS_KEPT = 256  # threads whose last layout a process keeps parsed (as SplitCache keeps their splits)
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,15 @@ def matched_query(query: str, blocks: Sequence[Block], tail: Sequence[Mapping[st
     return without_labels(query, shapes)
 
 
+@dataclass(frozen=True)
+class _KeptLayout:
+    """A thread's layout as stored (``raw``), parsed, and its ids and heads as written (once known)."""
+
+    raw: str
+    layout: Layout | None
+    lists: tuple[str, str] | None
+
+
 class Ingestion:
     """Stores what a request's history adds to its thread, with the client profiles' pins for its scaffolding."""
 
@@ -106,6 +117,7 @@ class Ingestion:
         self._embedder = embedder
         self._counter = TokenCounter()  # pages are counted with one tokenizer whatever model a request names
         self._splits = SplitCache()
+        self._layouts: Lru[str, _KeptLayout] = Lru(LAYOUTS_KEPT)  # per thread, its last layout
         markers = settings.client_markers()  # the built-in client profiles' and the config's
         self._pins, self._preamble = markers.pins, markers.preamble
 
@@ -120,10 +132,23 @@ class Ingestion:
         """The client's scaffolding among the request's blocks, by their layout next to the thread's previous
         request's and by the config's pins (gateway.core.scaffolding); the layout is kept for the next request
         (unless ``store`` is false: a preview changes nothing)."""
-        previous = Layout.loads(snapshot.layout)
+        kept = self._layouts.get(thread.scope)
+        if kept is not None and snapshot.layout is not None and kept.raw == snapshot.layout:
+            previous = kept.layout  # what this process wrote or read last, unchanged: not parsed again
+        else:
+            previous = Layout.loads(snapshot.layout)
+            kept = _KeptLayout(snapshot.layout or "", previous, None) if previous is not None else None
         decision = decide(split.blocks, split.ids, split.tail, previous, self._pins, self._preamble)
-        if store and decision.layout is not None and decision.layout != previous:
-            await self._store.save_layout(thread, decision.layout.dumps())
+        layout = decision.layout
+        if store and layout is not None and layout != previous:
+            # a layout of the same blocks writes them as the last one did: only what changed is written anew
+            same = kept is not None and kept.layout is not None and layout.ids is kept.layout.ids and layout.heads is kept.layout.heads
+            lists = (kept.lists or kept.layout.lists()) if same and kept is not None and kept.layout is not None else layout.lists()
+            raw = layout.dumps(lists)
+            await self._store.save_layout(thread, raw)
+            self._layouts.put(thread.scope, _KeptLayout(raw, layout, lists))
+        elif kept is not None:
+            self._layouts.put(thread.scope, kept)
         return decision.scaffold
 
     async def ingest(

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -156,14 +157,45 @@ class _Aligned:
         return scores.tolist()
 
 
-def _bm25(documents: Documents, query: Sequence[str]) -> npt.NDArray[np.float64]:
-    """``documents.bm25(query, neighbours=WINDOW_SHARE)``, summed with arrays: each term's scores are added to every
-    document it scores at once, term after term (the same floats: one addition per document and term, in the same
-    order), so a term seen before costs no work per document in Python."""
-    scores = np.zeros(len(documents))
-    for positions, values in documents.bm25_terms(query, neighbours=WINDOW_SHARE):
-        scores[np.asarray(positions, dtype=np.intp)] += np.asarray(values, dtype=np.float64)
+def _bm25(documents: Documents, query: Sequence[str], k1: float = 1.5, b: float = 0.75) -> npt.NDArray[np.float64]:
+    """``documents.bm25(query, neighbours=WINDOW_SHARE)`` with arrays, float for float: each term's windowed
+    frequencies (its count plus WINDOW_SHARE times its neighbours'), weight and BM25 terms are array operations in
+    the same order as there, and each term's scores are added to every document it scores at once, term after term.
+    A term's scores are kept for the same documents (`Documents.kept`): a term seen before costs no work per
+    document, a new one only the gathering of its documents' counts."""
+    n = len(documents)
+    scores = np.zeros(n)
+    if not n or not query:
+        return scores
+    kept = documents.kept
+    norms: npt.NDArray[np.float64] | None = kept.get(("norms", k1, b, WINDOW_SHARE))
+    if norms is None:
+        norms = kept[("norms", k1, b, WINDOW_SHARE)] = np.asarray(documents.norms(k1=k1, b=b, neighbours=WINDOW_SHARE))
+    for term in dict.fromkeys(query):
+        found: tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]] | None = kept.get(("bm25", term, k1, b))
+        if found is None:
+            found = kept[("bm25", term, k1, b)] = _term_scores(documents, term, norms, k1)
+        scores[found[0]] += found[1]
     return scores
+
+
+def _term_scores(
+    documents: Documents, term: str, norms: npt.NDArray[np.float64], k1: float
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]:
+    """The positions a term scores (ascending) and its BM25 term in each (see :func:`_bm25`)."""
+    positions = np.asarray(documents.positions(term), dtype=np.intp)
+    if not len(positions):
+        return positions, np.zeros(0)
+    n = len(documents)
+    dense = np.zeros(n + 2)  # dense[q + 1]: the count at position q; 0.0 beyond either end
+    dense[positions + 1] = documents.counts(term)
+    window = np.unique(np.concatenate((positions - 1, positions, positions + 1)))
+    window = window[(window >= 0) & (window < n)]
+    f = dense[window + 1] + WINDOW_SHARE * (dense[window] + dense[window + 2])
+    window, f = window[f != 0], f[f != 0]
+    frequency = len(f)
+    weight = math.log(1.0 + (n - frequency + 0.5) / (frequency + 0.5))
+    return window, weight * f * (k1 + 1.0) / (f + norms[window])
 
 
 def _with_neighbours(scores: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
