@@ -180,7 +180,7 @@ class Ingestion:
         fresh: dict[str, tuple[Page, Block, Matched]] = {}
         count = self._counter.count
         asked = _asked_at(blocks, ids, missing, snapshot.asked if snapshot is not None else None, now)
-        for position, (block, block_id) in enumerate(zip(blocks, ids)):
+        for position, (block, block_id) in enumerate(zip(blocks, ids) if missing else ()):  # (nothing new: no walk)
             if block_id in missing and block_id not in fresh:
                 # pages sealed by one request share its time (the exchange a previous request asked, and those
                 # before it, that request's); a microsecond per position keeps them in conversation order wherever
