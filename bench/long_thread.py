@@ -443,13 +443,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--write-docs", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the measured steps here")
     parser.add_argument("--from-json", type=Path, help="only report (and write the docs from) steps measured before")
+    parser.add_argument("--note", default="", help="a sentence added to the docs' line about the run (the code measured, the load)")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in (args.steps or ",".join(map(str, QUICK_STEPS if args.quick else STEPS))).split(",") if s.strip()]
     args.import_steps = {int(s) for s in args.import_steps.split(",") if s.strip()}
     if args.quick and args.questions is None:
         args.questions = 3
     meta = (f"Measured {datetime.now():%Y-%m-%d} on this machine (`python -m bench.long_thread`; the product's defaults, "
-            f"the fake upstream, {BUDGETS[0]} and {BUDGETS[1]}-token budgets for recall).")
+            f"the fake upstream, {BUDGETS[0]} and {BUDGETS[1]}-token budgets for recall)." + (f" {args.note}" if args.note else ""))
     if args.from_json:
         steps = [Step(**{k: v for k, v in record.items()}) for record in json.loads(args.from_json.read_text())]
     else:
