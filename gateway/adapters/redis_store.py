@@ -210,7 +210,8 @@ class RedisStore:
         atomically; a second round trip only when the thread's version changed since this process last read it."""
         keys = self.keys(thread)
         cached = self._pages.known(thread.scope, self._pages.version(thread.scope))
-        unread = list(dict.fromkeys(i for i in ids if i not in cached.manifests))
+        # (a set difference first: on a thread this process knows, usually nothing is unread, found without a walk)
+        unread = list(dict.fromkeys(i for i in ids if i not in cached.manifests)) if set(ids).difference(cached.manifests) else []
 
         async def read(wanted: list[str]) -> list[Any]:
             with store_errors():
