@@ -10,7 +10,7 @@ top functions over the measured requests (cumulative, then own time).
 
 Run from the repository root (``--flush`` stores the thread again):
 
-    OMP_NUM_THREADS=1 .venv/bin/python -m bench.profile_context --turns 600,10000 [--requests 20] [--profile]
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.profile_context --turns 600,10000 [--requests 20] [--budget 2000,4000] [--profile]
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ async def measure(turns: int, args: argparse.Namespace, fake: FakeUpstream) -> d
                          pcp={"raw_form": True}, server={"max_body_bytes": 1 << 30})
     config = parse_config(raw)
     base = history(turns)
+    budgets = [int(b) for b in str(args.budget).split(",")]
     async with open_services(config) as services:
         client = services.store.client
         if args.flush:
@@ -60,7 +61,7 @@ async def measure(turns: int, args: argparse.Namespace, fake: FakeUpstream) -> d
         async def ask(i: int) -> tuple[float, float, Any]:
             body = json.dumps({"model": "fake-model", "messages": [*base, question(i)]}).encode()
             cpu0 = time.process_time()
-            meta = RequestMeta(tenant="anon", thread=THREAD, budget=str(args.budget))
+            meta = RequestMeta(tenant="anon", thread=THREAD, budget=str(budgets[i % len(budgets)]))
             request = parse_chat_request(body, models, meta)
             decoded = time.process_time()
             completion = await chat.complete(request)
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--turns", default="600,10000")
     parser.add_argument("--requests", type=int, default=20)
-    parser.add_argument("--budget", type=int, default=4000)
+    parser.add_argument("--budget", default="4000", help="X-PCP-Budget; several (2000,4000) alternate request by request")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/9")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--top", type=int, default=40)

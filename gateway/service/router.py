@@ -64,7 +64,9 @@ WINDOW_SHARE = 0.5  # BM25 scores each page with half of its neighbours' words: 
 DETAIL_SHARE = 0.5  # a heuristic Detail pick scores at least this share of the best score
 LEFT_OUT = 0.05  # relevance of a page the router model chose to leave out
 NEIGHBOUR_SHARE = 0.4
-ALIGNED_THREADS = 32  # threads whose last request's page vectors are kept in order
+ALIGNED_THREADS = 32  # threads whose last requests' page vectors are kept in order
+# per thread, the last requests' pages: two, for requests whose budgets keep different recent turns out of the pool
+ALIGNED_PER_THREAD = 2
 COMMON_SHARE = 0.5  # a word found in more than half of the thread's pages is left out of the embedded query
 # the words with which a page tells of an event of its own day or of the day before (see `_dated`)
 TELLING_TERMS = table_terms([w for language in LANGUAGES for w in language.telling])
@@ -291,7 +293,7 @@ class Router:
         self._settings = settings
         self.vectors = VectorCache()
         # per thread, its last request's pages and their vectors in that order (pages and vectors never change)
-        self._aligned: Lru[str, _Aligned] = Lru(ALIGNED_THREADS)
+        self._aligned: Lru[str, list[_Aligned]] = Lru(ALIGNED_THREADS)
         self._columns_of: Lru[int, tuple[Sequence[Manifest], list[str], npt.NDArray[np.float64]]] = Lru(ALIGNED_THREADS)
 
     async def _semantic(self, thread: ThreadKey, match_text: str, ids: Sequence[str], user: bool = False) -> list[float]:
@@ -301,8 +303,9 @@ class Router:
             return [0.0] * len(ids)
         scope = f"{thread.tenant}:{thread.thread}" + (" user" if user else "")
         key = tuple(ids)
-        last = self._aligned.get(scope)
-        if last is not None and last.ids == key:  # the same pages as the thread's last request
+        recent = self._aligned.get(scope) or []
+        last = next((a for a in recent if a.ids == key), None)
+        if last is not None:  # the same pages as one of the thread's last requests
             aligned = last
         else:
             found, missing = self.vectors.get_many(scope, ids)
@@ -312,7 +315,7 @@ class Router:
                 found.update(fetched)
             aligned = _Aligned.of(key, [found.get(i) for i in ids])
             if len(found) == len(key):  # a page without a vector is asked for again next time
-                self._aligned.put(scope, aligned)
+                self._aligned.put(scope, [aligned, *recent][:ALIGNED_PER_THREAD])
         # the embedder keeps what it computed by text: an agent's tool rounds, a retry or a regenerated answer ask
         # the same live message again, and the next request stores it with its exchange
         query = (await self._embedder.embed([match_text]))[0]
