@@ -395,8 +395,11 @@ def plot(steps: Sequence[Step], path: Path) -> None:
     plt.close(fig)
 
 
-def section(steps: Sequence[Step], meta: str) -> str:
-    return "\n".join([meta, "", table(steps), "", f"![the long thread by size]({PLOT.name})"])
+def section(steps: Sequence[Step], meta: str, before: Sequence[Step] = (), before_note: str = "") -> str:
+    lines = [meta, "", table(steps), "", f"![the long thread by size]({PLOT.name})"]
+    if before:
+        lines += ["", before_note or "An earlier run, for comparison:", "", table(before)]
+    return "\n".join(lines)
 
 
 def summary(steps: Sequence[Step]) -> str:
@@ -414,8 +417,9 @@ def summary(steps: Sequence[Step]) -> str:
 
 
 def write_docs(steps: Sequence[Step], meta: str, docs: Path = DOCS, summary_docs: Path = SUMMARY_DOCS,
-               plot_path: Path = PLOT) -> None:
-    for path, markers, body in ((docs, MARKERS, section(steps, meta)), (summary_docs, SUMMARY_MARKERS, summary(steps))):
+               plot_path: Path = PLOT, before: Sequence[Step] = (), before_note: str = "") -> None:
+    for path, markers, body in ((docs, MARKERS, section(steps, meta, before, before_note)),
+                                (summary_docs, SUMMARY_MARKERS, summary(steps))):
         text = path.read_text(encoding="utf-8")
         new = replace_between(text, markers, body)
         if new is None:
@@ -444,6 +448,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the measured steps here")
     parser.add_argument("--from-json", type=Path, help="only report (and write the docs from) steps measured before")
     parser.add_argument("--note", default="", help="a sentence added to the docs' line about the run (the code measured, the load)")
+    parser.add_argument("--before-json", type=Path, help="an earlier run's steps, shown in the docs below this one's")
+    parser.add_argument("--before-note", default="", help="the sentence that introduces the earlier run")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in (args.steps or ",".join(map(str, QUICK_STEPS if args.quick else STEPS))).split(",") if s.strip()]
     args.import_steps = {int(s) for s in args.import_steps.split(",") if s.strip()}
@@ -460,7 +466,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 steps.append(measure_step(size, items, args))
     print(table(steps))
     if args.write_docs:
-        write_docs(steps, meta)
+        before = [Step(**record) for record in json.loads(args.before_json.read_text())] if args.before_json else []
+        write_docs(steps, meta, before=before, before_note=args.before_note)
     return 0
 
 
