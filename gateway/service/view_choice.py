@@ -197,7 +197,7 @@ class ViewChoice:
         The router scores every top-level page but the folded containers, in conversation order; a folded
         container is as relevant as a share of its best page, so its summary comes after the pages that match.
         With ``whole`` (every page may be shown whole, or none can), the pages are equals and nothing is scored."""
-        scored, scored_ids, lengths = _scored(snapshot, flow, folded, manifests)
+        scored, scored_ids, lengths, own_lengths = _scored(snapshot, flow, folded, manifests)
         previous = manifests.get(ids[-1]) if ids else None
         if ids and previous is None:
             previous = (await snapshot.manifests(ids[-1:])).get(ids[-1])
@@ -208,7 +208,7 @@ class ViewChoice:
         else:
             selection = await self._router.select(
                 thread, query, summary, scored, documents,
-                lambda: snapshot.user_postings.documents(scored_ids, [m.own_length for m in scored]), now,
+                lambda: snapshot.user_postings.documents(scored_ids, own_lengths), now,
             )
         relevance = dict(selection.relevance)
         for container, pages in folded.items():
@@ -276,13 +276,14 @@ class _Ranked:
 
 def _scored(
     snapshot: ThreadSnapshot, flow: PageTree, folded: Mapping[str, tuple[str, ...]], manifests: Mapping[str, Manifest]
-) -> tuple[list[Manifest], tuple[str, ...], list[int]]:
-    """The manifests of the top-level pages the router scores (all but the folded containers), their ids and
-    lengths, kept with the thread's version for the same tree (the very object, which open_folded_kept keeps)."""
+) -> tuple[list[Manifest], tuple[str, ...], list[int], list[int]]:
+    """The manifests of the top-level pages the router scores (all but the folded containers), their ids, lengths
+    and the lengths of their users' own words, kept with the thread's version for the same tree (the very object,
+    which open_folded_kept keeps)."""
     kept = snapshot.derived.get(("scored", id(flow)))
     if kept is not None and kept[0] is flow:
-        return kept[1], kept[2], kept[3]
+        return kept[1], kept[2], kept[3], kept[4]
     scored = [manifests[r] for r in flow.roots if r not in folded]
-    ids, lengths = tuple(m.page.id for m in scored), [m.length for m in scored]
-    snapshot.derived[("scored", id(flow))] = (flow, scored, ids, lengths)
-    return scored, ids, lengths
+    ids, lengths, own = tuple(m.page.id for m in scored), [m.length for m in scored], [m.own_length for m in scored]
+    snapshot.derived[("scored", id(flow))] = (flow, scored, ids, lengths, own)
+    return scored, ids, lengths, own
