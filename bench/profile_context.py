@@ -10,7 +10,7 @@ top functions over the measured requests (cumulative, then own time).
 
 Run from the repository root (``--flush`` stores the thread again):
 
-    OMP_NUM_THREADS=1 .venv/bin/python -m bench.profile_context --turns 600,10000 [--requests 20] [--budget 2000,4000] [--profile]
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.profile_context --turns 600,10000 [--requests 20] [--budget 2000,4000] [--growing] [--profile]
 """
 
 from __future__ import annotations
@@ -49,6 +49,8 @@ async def measure(turns: int, args: argparse.Namespace, fake: FakeUpstream) -> d
     config = parse_config(raw)
     base = history(turns)
     budgets = [int(b) for b in str(args.budget).split(",")]
+    replies = [m["content"] for m in history(turns + 200)[2 + 2 * turns :: 2]]
+    salt = time.time_ns()
     async with open_services(config) as services:
         client = services.store.client
         if args.flush:
@@ -58,7 +60,10 @@ async def measure(turns: int, args: argparse.Namespace, fake: FakeUpstream) -> d
         chat = ChatService(services.upstream, services.store, config, services.embedder, services.consolidator)
         models = config.model_names
 
-        async def ask(i: int) -> tuple[float, float, Any]:
+        async def ask(i: int, grow: bool = False) -> tuple[float, float, Any]:
+            if grow:  # a chat's next request: the question before, answered, then a new one (each stores a page)
+                reply = f"{replies[i % len(replies)]} (run {salt})"  # new pages on every run of the same stored thread
+                base.extend([question(i - 1), {"role": "assistant", "content": reply}])
             body = json.dumps({"model": "fake-model", "messages": [*base, question(i)]}).encode()
             cpu0 = time.process_time()
             meta = RequestMeta(tenant="anon", thread=THREAD, budget=str(budgets[i % len(budgets)]))
@@ -88,7 +93,7 @@ async def measure(turns: int, args: argparse.Namespace, fake: FakeUpstream) -> d
         for i in range(args.requests):
             if profiler is not None:
                 profiler.enable()
-            total, decoded, completion = await ask(100 + i)
+            total, decoded, completion = await ask(100 + i, args.growing)
             if profiler is not None:
                 profiler.disable()
             cpu.append(total)
@@ -127,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--flush", action="store_true", help="store the thread again")
+    parser.add_argument("--growing", action="store_true",
+                        help="each measured request one exchange longer than the one before, as a chat sends them (each stores a page)")
     return asyncio.run(main_async(parser.parse_args(argv)))
 
 

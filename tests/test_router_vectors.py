@@ -32,3 +32,16 @@ def test_a_page_at_the_threads_typical_cosine_adds_nothing_and_the_best_adds_all
     assert scores.tolist() == pytest.approx([0.0, 0.0, 0.0, 0.1, 1.0, 0.5, 0.0])
     assert _above_typical([]).tolist() == []
     assert _above_typical([0.3, 0.3, 0.3]).tolist() == [0.0, 0.0, 0.0]  # nothing stands out: no semantic signal
+
+
+def test_a_grown_pool_s_vectors_stack_onto_the_matrix_it_had() -> None:
+    """A chat's next request scores the same cosines from the previous matrix with the new pages' rows stacked on."""
+    rng = np.random.default_rng(5)
+    ids = tuple(f"p{i}" for i in range(7))
+    vectors = [None if i == 2 else rng.normal(size=(1 + i % 3, 4)).astype(np.float32) if i % 2 else rng.normal(size=4).astype(np.float32)
+               for i in range(7)]
+    query = rng.normal(size=4).astype(np.float32)
+    whole = _Aligned.of(ids, vectors)
+    for cut in (0, 2, 3, 6, 7):
+        grown = _Aligned.of(ids[:cut], vectors[:cut]).extended(ids, vectors[cut:])
+        assert grown.ids == ids and grown.cosines(query) == whole.cosines(query)

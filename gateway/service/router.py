@@ -152,6 +152,17 @@ class _Aligned:
         rows = np.vstack(present) if present else np.zeros((0, 0), dtype=np.float32)
         return cls(ids, rows, starts, np.array([v is not None for v in vectors], dtype=bool))
 
+    def extended(self, ids: tuple[str, ...], vectors: Sequence[npt.NDArray[np.float32] | None]) -> _Aligned:
+        """These pages and then ``ids[len(self.ids):]`` (whose ``vectors`` are given): a chat's next request, whose
+        pool gained the pages that left its recent turns, stacks only theirs onto the matrix it has."""
+        more = _Aligned.of(ids[len(self.ids) :], vectors)
+        if not len(more.rows):
+            return _Aligned(ids, self.rows, self.starts, np.concatenate((self.has, more.has)))
+        if not len(self.rows):
+            return _Aligned(ids, more.rows, more.starts, np.concatenate((self.has, more.has)))
+        return _Aligned(ids, np.concatenate((self.rows, more.rows)), np.concatenate((self.starts, more.starts + len(self.rows))),
+                        np.concatenate((self.has, more.has)))
+
     def cosines(self, query: npt.NDArray[np.float32]) -> list[float]:
         scores = np.zeros(len(self.ids))
         if len(self.rows):
@@ -305,16 +316,19 @@ class Router:
         key = tuple(ids)
         recent = self._aligned.get(scope) or []
         last = next((a for a in recent if a.ids == key), None)
+        grown = next((a for a in recent if len(a.ids) < len(key) and key[: len(a.ids)] == a.ids), None)
         if last is not None:  # the same pages as one of the thread's last requests
             aligned = last
         else:
-            found, missing = self.vectors.get_many(scope, ids)
+            wanted = key[len(grown.ids) :] if grown is not None else key  # (a grown pool: only its new pages)
+            found, missing = self.vectors.get_many(scope, wanted)
             if missing:
                 fetched = await self._store.vectors(thread, missing, user, self._embedder.model)  # its model's only
                 self.vectors.put_many(scope, fetched)
                 found.update(fetched)
-            aligned = _Aligned.of(key, [found.get(i) for i in ids])
-            if len(found) == len(key):  # a page without a vector is asked for again next time
+            vectors = [found.get(i) for i in wanted]
+            aligned = grown.extended(key, vectors) if grown is not None else _Aligned.of(key, vectors)
+            if len(found) == len(wanted):  # a page without a vector is asked for again next time
                 self._aligned.put(scope, [aligned, *recent][:ALIGNED_PER_THREAD])
         # the embedder keeps what it computed by text: an agent's tool rounds, a retry or a regenerated answer ask
         # the same live message again, and the next request stores it with its exchange
