@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gateway.service.router import _Aligned, _above_typical
+from gateway.service.router_arrays import Aligned
+from gateway.service.router import _above_typical
 
 
 def test_one_product_scores_each_page_on_its_best_row_and_a_page_without_a_vector_zero() -> None:
@@ -20,10 +21,10 @@ def test_one_product_scores_each_page_on_its_best_row_and_a_page_without_a_vecto
         rng.standard_normal((2, 16)).astype(np.float32),
     ]
     expected = [0.0 if v is None else float(np.dot(v, query)) if v.ndim == 1 else float(np.dot(v, query).max()) for v in vectors]
-    scores = _Aligned.of(tuple("abcde"), vectors).cosines(query)
+    scores = Aligned.of(tuple("abcde"), vectors).cosines(query)
     assert np.allclose(scores, expected, rtol=1e-6, atol=1e-6)
     assert scores[1] == 0.0 and int(np.argmax(scores)) == int(np.argmax(expected))
-    assert _Aligned.of(("a", "b"), [None, None]).cosines(query) == [0.0, 0.0]
+    assert Aligned.of(("a", "b"), [None, None]).cosines(query) == [0.0, 0.0]
 
 
 def test_a_page_at_the_threads_typical_cosine_adds_nothing_and_the_best_adds_all() -> None:
@@ -32,3 +33,16 @@ def test_a_page_at_the_threads_typical_cosine_adds_nothing_and_the_best_adds_all
     assert scores.tolist() == pytest.approx([0.0, 0.0, 0.0, 0.1, 1.0, 0.5, 0.0])
     assert _above_typical([]).tolist() == []
     assert _above_typical([0.3, 0.3, 0.3]).tolist() == [0.0, 0.0, 0.0]  # nothing stands out: no semantic signal
+
+
+def test_a_grown_pool_s_vectors_stack_onto_the_matrix_it_had() -> None:
+    """A chat's next request scores the same cosines from the previous matrix with the new pages' rows stacked on."""
+    rng = np.random.default_rng(5)
+    ids = tuple(f"p{i}" for i in range(7))
+    vectors = [None if i == 2 else rng.normal(size=(1 + i % 3, 4)).astype(np.float32) if i % 2 else rng.normal(size=4).astype(np.float32)
+               for i in range(7)]
+    query = rng.normal(size=4).astype(np.float32)
+    whole = Aligned.of(ids, vectors)
+    for cut in (0, 2, 3, 6, 7):
+        grown = Aligned.of(ids[:cut], vectors[:cut]).extended(ids, vectors[cut:])
+        assert grown.ids == ids and grown.cosines(query) == whole.cosines(query)

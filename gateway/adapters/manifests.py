@@ -24,7 +24,7 @@ from gateway.core.pages import utc
 from gateway.core.worth import DAY_OVERHEAD
 
 __all__ = [
-    "Manifest", "NewPage", "decode_vector", "encode_vector", "manifest_json", "micros", "parse_manifest", "sentences_vector_field",
+    "Manifest", "NewPage", "PENDING_VECTOR", "decode_vector", "encode_vector", "manifest_json", "micros", "parse_manifest", "sentences_vector_field",
     "user_vector_field", "vector_model",
 ]  # fmt: skip
 
@@ -104,6 +104,9 @@ class NewPage:
     user_vector: npt.NDArray[np.float32] | None = None  # the embedding of the user's own messages, when not the page's
     sentence_vectors: npt.NDArray[np.float32] | None = None  # one row per sentence of theirs, when they wrote several
     model: str = DEFAULT_MODEL  # the embedding model that made the vectors
+    # the vector hash's fields embedded later, in the background (a thread sent raw: gateway.service.ingest); they
+    # are stored as PENDING_VECTOR, which no model made
+    pending: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -117,15 +120,19 @@ class NewPage:
         user_vector: npt.NDArray[np.float32] | None = None,
         sentence_vectors: npt.NDArray[np.float32] | None = None,
         model: str = DEFAULT_MODEL,
+        pending: tuple[str, ...] = (),
     ) -> NewPage:
         """``page`` (with its content) and what the request path needs of it, derived here once."""
         return cls(page, count(page.summary), count(background_line(page)), terms, vector, anchor, line_holds(page), messages,
-                   user_vector, sentence_vectors, model)
+                   user_vector, sentence_vectors, model, pending)
 
     def manifest(self) -> Manifest:
         """The manifest as stored and read back: the page without its content."""
         page = replace(self.page, content="")
         return Manifest(page, self.summary_tokens, self.background_tokens, self.terms, sum(self.terms.values()), self.anchor, self.line)
+
+
+PENDING_VECTOR = "pending|"  # a vector field to be embedded in the background: its "model" is no model (vector_model)
 
 
 def encode_vector(vector: npt.NDArray[np.float32], model: str = DEFAULT_MODEL) -> str:

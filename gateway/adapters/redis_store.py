@@ -28,7 +28,7 @@ from redis.exceptions import RedisError
 
 from gateway.adapters.embedding_models import DEFAULT_MODEL
 from gateway.adapters.manifests import (
-    Manifest, NewPage, decode_vector, encode_vector, manifest_json, sentences_vector_field, user_vector_field, vector_model,
+    PENDING_VECTOR, Manifest, NewPage, decode_vector, encode_vector, manifest_json, sentences_vector_field, user_vector_field, vector_model,
 )  # fmt: skip
 from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.adapters.store_keys import ThreadKey, ThreadKeys, tenant_index_key, tenant_threads_key, threads_key
@@ -72,12 +72,17 @@ _ADD_PAGES = """
 -- KEYS: manifest, content, vector, log, messages, version (one thread: one slot)
 -- ARGV: a fresh version token, then (id, manifest, content, vector, messages, user vector field, user vector,
 --       user sentences field, user sentences' vectors) per page
--- New pages change no stored one: the version is only set if the thread has none yet
+-- New pages change no stored one: the version is only set if the thread has none yet. A vector to be embedded
+-- later (PENDING_VECTOR) marks the thread's vectors as not all of one model, under this request's token, so that the
+-- background re-embeds them (RedisStore.replace_vectors) in the same atomic step as the page is stored
 redis.call('SET', KEYS[6], ARGV[1], 'NX')
 local added = {}
 for i = 2, #ARGV, 9 do
   local id = ARGV[i]
   if redis.call('HSETNX', KEYS[1], id, ARGV[i + 1]) == 1 then
+    if ARGV[i + 3] == 'pending|' or ARGV[i + 6] == 'pending|' or ARGV[i + 8] == 'pending|' then
+      redis.call('HSET', KEYS[3], '@model', 'pending:' .. ARGV[1])
+    end
     redis.call('HSET', KEYS[2], id, ARGV[i + 2])
     if ARGV[i + 3] ~= '' then redis.call('HSET', KEYS[3], id, ARGV[i + 3]) end
     if ARGV[i + 4] ~= '' then redis.call('HSET', KEYS[5], id, ARGV[i + 4]) end
@@ -89,6 +94,15 @@ for i = 2, #ARGV, 9 do
 end
 table.insert(added, 1, redis.call('HLEN', KEYS[1]))  -- first: the thread's page count after
 return added
+"""
+
+
+_REPLACE_VECTORS = """
+-- KEYS: vector  ARGV: the model, the record it replaces ('' = whatever it is), the shipped model, then field, value pairs
+for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+local recorded = redis.call('HGET', KEYS[1], '@model') or ARGV[3]
+if ARGV[2] == '' or recorded == ARGV[2] then redis.call('HSET', KEYS[1], '@model', ARGV[1]) end
+return 1
 """
 
 
@@ -196,7 +210,8 @@ class RedisStore:
         atomically; a second round trip only when the thread's version changed since this process last read it."""
         keys = self.keys(thread)
         cached = self._pages.known(thread.scope, self._pages.version(thread.scope))
-        unread = list(dict.fromkeys(i for i in ids if i not in cached.manifests))
+        # (a set difference first: on a thread this process knows, usually nothing is unread, found without a walk)
+        unread = list(dict.fromkeys(i for i in ids if i not in cached.manifests)) if set(ids).difference(cached.manifests) else []
 
         async def read(wanted: list[str]) -> list[Any]:
             with store_errors():
@@ -265,9 +280,12 @@ class RedisStore:
         keys = self.keys(thread)
         args: list[str] = []
         for new in items:
-            vector = encode_vector(new.vector, new.model) if new.vector is not None else ""
-            mine = encode_vector(new.user_vector, new.model) if new.user_vector is not None else ""
-            sentences = encode_vector(new.sentence_vectors.ravel(), new.model) if new.sentence_vectors is not None else ""
+            later = {field: PENDING_VECTOR for field in new.pending}
+            vector = encode_vector(new.vector, new.model) if new.vector is not None else later.get(new.page.id, "")
+            mine = (encode_vector(new.user_vector, new.model) if new.user_vector is not None
+                    else later.get(user_vector_field(new.page.id), ""))
+            sentences = (encode_vector(new.sentence_vectors.ravel(), new.model) if new.sentence_vectors is not None
+                         else later.get(sentences_vector_field(new.page.id), ""))
             args += [new.page.id, manifest_json(new), new.page.content, vector, new.messages, user_vector_field(new.page.id), mine,
                      sentences_vector_field(new.page.id), sentences]
         with store_errors():
@@ -385,12 +403,17 @@ class RedisStore:
             stored = await self._redis.hgetall(self.keys(thread).vector)
         return [str(f) for f, raw in stored.items() if f != MODEL_FIELD and raw and vector_model(raw) != model]
 
-    async def replace_vectors(self, thread: ThreadKey, vectors: Mapping[str, npt.NDArray[np.float32]], model: str) -> None:
+    async def replace_vectors(
+        self, thread: ThreadKey, vectors: Mapping[str, npt.NDArray[np.float32]], model: str, since: str | None = None
+    ) -> None:
         """Store ``vectors`` (by vector-hash field) as made by ``model``, and record that every vector of the thread
-        now is."""
-        fields: dict[str, str] = {field: encode_vector(vector, model) for field, vector in vectors.items()}
+        now is; with ``since`` (what :meth:`vectors_model` said before the vectors were made), only if that record is
+        unchanged: a request that stored pages to embed later meanwhile changed it, and the next job makes those."""
+        args: list[str] = [model, since or "", DEFAULT_MODEL]
+        for field, vector in vectors.items():
+            args += [field, encode_vector(vector, model)]
         with store_errors():
-            await self._redis.hset(self.keys(thread).vector, mapping={**fields, MODEL_FIELD: model})
+            await self._redis.eval(_REPLACE_VECTORS, 1, self.keys(thread).vector, *args)
 
     async def parents(self, thread: ThreadKey, ids: Sequence[str]) -> dict[str, str]:
         """The containing consolidated page of each of `ids` that has one."""

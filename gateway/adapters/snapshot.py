@@ -20,7 +20,7 @@ from gateway.core.postings import Postings
 
 __all__ = ["PageReader", "ThreadSnapshot"]
 
-DERIVED_KEPT = 8  # values a thread's version keeps for the request path (ThreadSnapshot.derived): a few trees
+DERIVED_KEPT = 16  # values a thread's version keeps for the request path (ThreadSnapshot.derived): a few trees
 
 
 class PageReader(Protocol):
@@ -91,7 +91,7 @@ class ThreadSnapshot:
 
     def missing(self, ids: Sequence[str]) -> list[str]:
         """The ids (in order) with no stored page, among those this snapshot read."""
-        return [i for i in ids if i in self._absent]
+        return [i for i in ids if i in self._absent] if self._absent else []
 
     def stored(self, pages: Iterable[NewPage], added: Iterable[str]) -> None:
         """Pages this request tried to store, and the ids it did store: those are known as stored and read back,
@@ -130,4 +130,7 @@ class ThreadSnapshot:
 
     def last_seen(self, ids: Sequence[str]) -> dict[str, datetime]:
         seen = self._seen
+        if len(seen) < len(ids):  # the few pages ever opened are walked, not every page of the thread
+            wanted = set(ids)
+            return {i: datetime.fromisoformat(at) for i, at in seen.items() if i in wanted}
         return {i: datetime.fromisoformat(seen[i]) for i in ids if i in seen}

@@ -10,13 +10,16 @@ formulas, summed in the same order (tests/core/test_postings.py holds them equal
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
 
 from gateway.core.lexical import _length_norms, drop_terms, terms, words
 
 __all__ = ["Documents", "Postings"]
 
-TERMS_KEPT = 4096  # terms whose positions and BM25 terms are kept for the last documents
+TERMS_KEPT = 4096  # terms whose positions and BM25 terms are kept for one set of documents
+DOCUMENTS_KEPT = 2  # sets of documents a thread keeps them for
 
 
 class Postings:
@@ -25,13 +28,10 @@ class Postings:
     def __init__(self) -> None:
         self._pages: dict[str, list[str]] = {}
         self._counts: dict[str, Mapping[str, int]] = {}
-        # The last documents (the same pages request after request, until one is added): the positions of each
-        # term looked up in them, and per scoring (lengths, neighbours, k1, b) the length norms and each term's
-        # BM25 terms by position. Kept for one set of documents; dropped when another comes, or when full.
-        self._documents: tuple[str, ...] = ()
-        self._order: Mapping[str, int] | None = None  # their positions
-        self._positions: dict[str, list[int]] = {}
-        self._scoring: tuple[tuple[tuple[int, ...], float, float, float], list[float], dict[str, list[tuple[int, float]]]] | None = None
+        # The last few documents (the same pages request after request, until one is added; two sets when requests
+        # alternate, as budgets that keep different recent turns out of the pool do), each with what is derived from
+        # them (_Kept); the least recently used set goes first.
+        self._kept: OrderedDict[tuple[str, ...], _Kept] = OrderedDict()
 
     def __contains__(self, page_id: object) -> bool:
         return page_id in self._counts
@@ -48,30 +48,47 @@ class Postings:
         """``ids`` (distinct pages, every one added, in conversation order, with their lengths) as one request's
         documents; ``None`` when they are not (then the plain functions over the counts apply)."""
         key = tuple(ids)
-        if key == self._documents and self._order is not None:  # the last documents again: checked then
-            order = self._order
-        else:
+        kept = self._kept.get(key)
+        if kept is None:
             order = {page_id: position for position, page_id in enumerate(ids)}
             if len(order) != len(ids) or any(page_id not in self._counts for page_id in ids):
                 return None
-        if key != self._documents or len(self._positions) > TERMS_KEPT:
-            self._documents, self._positions, self._scoring = key, {}, None
-        elif self._scoring is not None and len(self._scoring[2]) > TERMS_KEPT:
-            self._scoring = None
-        self._order = order
+            kept = self._kept[key] = _Kept(key, order)
+            while len(self._kept) > DOCUMENTS_KEPT:
+                self._kept.popitem(last=False)
+        elif len(kept.positions) > TERMS_KEPT or len(kept.derived) > TERMS_KEPT:
+            kept = self._kept[key] = _Kept(key, kept.order)
+        elif kept.scoring is not None and len(kept.scoring[2]) > TERMS_KEPT:
+            kept.scoring = None
+        self._kept.move_to_end(key)
         # the same pages' positions and scores never change (a page's counts never do)
-        return Documents(self, order, lengths, self._documents)
+        return Documents(self, kept, lengths)
+
+
+class _Kept:
+    """What is derived from one set of documents, for the requests that ask about the same ones: each term's
+    positions, per scoring (lengths, neighbours, k1, b) the length norms and each term's BM25 terms, the last
+    lengths list with its tuple, and what callers keep (Documents.kept)."""
+
+    def __init__(self, ids: tuple[str, ...], order: Mapping[str, int]) -> None:
+        self.ids = ids
+        self.order = order
+        self.positions: dict[str, list[int]] = {}
+        self.scoring: tuple[tuple[tuple[int, ...], float, float, float], list[float], dict[str, tuple[list[int], list[float]]]] | None = None
+        self.lengths: tuple[Sequence[int], tuple[int, ...]] | None = None
+        self.derived: dict[Hashable, Any] = {}
 
 
 class Documents:
     """One request's documents over the thread's postings."""
 
-    def __init__(self, postings: Postings, order: Mapping[str, int], lengths: Sequence[int], ids: tuple[str, ...]) -> None:
+    def __init__(self, postings: Postings, kept: _Kept, lengths: Sequence[int]) -> None:
         self._postings = postings
-        self._order = order
+        self._kept = kept
+        self._order = kept.order
         self._lengths = lengths
-        self._ids = ids
-        self._positions = postings._positions  # kept for these pages (Postings.documents), shared by their requests
+        self._ids = kept.ids
+        self._positions = kept.positions  # kept for these pages (Postings.documents), shared by their requests
 
     def __len__(self) -> int:
         return len(self._order)
@@ -95,6 +112,22 @@ class Documents:
 
     def frequency(self, term: str) -> int:
         return len(self.positions(term))
+
+    def counts(self, term: str) -> list[float]:
+        """``term``'s count in each document of :meth:`positions`, in that order."""
+        counts, ids = self._postings._counts, self._ids
+        return [float(counts[ids[p]].get(term, 0)) for p in self.positions(term)]
+
+    def norms(self, *, k1: float = 1.5, b: float = 0.75, neighbours: float = 0.0) -> list[float]:
+        """BM25's length term of each document (as :meth:`bm25` weighs them), kept for the same documents."""
+        return self._scoring(neighbours, k1, b)[1]
+
+    @property
+    def kept(self) -> dict[Hashable, Any]:
+        """Where a caller keeps what it derives from these documents (their terms' scores, say) for the requests
+        that ask about the same documents, while the thread keeps them (a key must name everything else the value
+        depends on)."""
+        return self._kept.derived
 
     def idf_weights(self, query: Sequence[str]) -> dict[str, float]:
         """``lexical.idf_weights(query, documents)``."""
@@ -120,33 +153,55 @@ class Documents:
     def bm25(self, query: Sequence[str], *, k1: float = 1.5, b: float = 0.75, neighbours: float = 0.0) -> list[float]:
         """``lexical.bm25(query, documents, lengths, k1=k1, b=b, neighbours=neighbours)``: only the documents
         that contain a query term, or (with ``neighbours``) are next to one, are looked at for that term."""
+        scores = [0.0] * len(self._order)
+        for positions, values in self.bm25_terms(query, k1=k1, b=b, neighbours=neighbours):
+            for i, value in zip(positions, values):
+                scores[i] += value
+        return scores
+
+    def bm25_terms(
+        self, query: Sequence[str], *, k1: float = 1.5, b: float = 0.75, neighbours: float = 0.0
+    ) -> list[tuple[list[int], list[float]]]:
+        """What :meth:`bm25` sums, term by term in the query's order (each distinct term once): the positions
+        (ascending) of the documents a term scores, and its BM25 term in each. Kept for the same documents, so a
+        caller that sums them with arrays does, for a term seen before, no work per document in Python."""
         n = len(self._order)
         if n == 0 or not query:
-            return [0.0] * n
-        ids = self._ids
-        key = (tuple(self._lengths), neighbours, k1, b)
-        postings = self._postings
-        mine = postings._documents is ids  # else other documents came since: nothing is kept for these
-        scoring = postings._scoring if mine else None
-        if scoring is None or scoring[0] != key:
-            scoring = (key, _length_norms(self._lengths, neighbours, k1, b), {})
-            if mine:
-                postings._scoring = scoring
-        _, norms, terms_of = scoring
-        scores = [0.0] * n
+            return []
+        _, norms, terms_of = self._scoring(neighbours, k1, b)
+        out: list[tuple[list[int], list[float]]] = []
         for term in dict.fromkeys(query):
             found = terms_of.get(term)
             if found is None:
-                found = terms_of[term] = []
+                found = terms_of[term] = ([], [])
                 positions = self.positions(term)
                 if positions:
                     tf = self._term_frequencies(term, positions, neighbours)
                     frequency = len(tf)
                     weight = math.log(1.0 + (n - frequency + 0.5) / (frequency + 0.5))
-                    found.extend((i, weight * f * (k1 + 1.0) / (f + norms[i])) for i, f in tf)
-            for i, value in found:
-                scores[i] += value
-        return scores
+                    found[0].extend(i for i, _ in tf)
+                    found[1].extend(weight * f * (k1 + 1.0) / (f + norms[i]) for i, f in tf)
+            if found[0]:
+                out.append(found)
+        return out
+
+    def _scoring(self, neighbours: float, k1: float, b: float) -> tuple[Any, list[float], dict[str, tuple[list[int], list[float]]]]:
+        """The documents' length norms and each term's BM25 terms so far, for one scoring; kept for the same
+        documents."""
+        key = (self._lengths_key(), neighbours, k1, b)
+        kept = self._kept
+        if kept.scoring is None or kept.scoring[0] != key:
+            kept.scoring = (key, _length_norms(self._lengths, neighbours, k1, b), {})
+        return kept.scoring
+
+    def _lengths_key(self) -> tuple[int, ...]:
+        """The documents' lengths as a key of their scoring (the same list object is the same lengths)."""
+        kept = self._kept
+        if kept.lengths is not None and kept.lengths[0] is self._lengths:
+            return kept.lengths[1]
+        key = tuple(self._lengths)
+        kept.lengths = (self._lengths, key)
+        return key
 
     def _term_frequencies(self, term: str, positions: list[int], neighbours: float) -> list[tuple[int, float]]:
         """``(position, frequency)`` of the documents where ``term``'s frequency is not 0, ascending: its count,

@@ -129,9 +129,15 @@ class Layout:
     live: str = ""  # the head of the request's live turn: the block that answers it is the conversation's growth
     hints: str = ""  # which markers decided it (a hash of them): with others, every block is looked at again
 
-    def dumps(self) -> str:
-        fields = {"v": LAYOUT_VERSION, "ids": self.ids, "heads": self.heads, "kinds": self.kinds, "live": self.live, "hints": self.hints}
-        return json.dumps(fields, separators=(",", ":"))
+    def dumps(self, lists: tuple[str, str] | None = None) -> str:
+        """The layout as stored; ``lists``: its ids and heads already written (:meth:`lists`), the bulk of it."""
+        ids, heads = lists if lists is not None else self.lists()
+        rest = [json.dumps(value, separators=(",", ":")) for value in (self.kinds, self.live, self.hints)]
+        return f'{{"v":{LAYOUT_VERSION},"ids":{ids},"heads":{heads},"kinds":{rest[0]},"live":{rest[1]},"hints":{rest[2]}}}'
+
+    def lists(self) -> tuple[str, str]:
+        """The ids and the heads as they are written in :meth:`dumps`."""
+        return json.dumps(self.ids, separators=(",", ":")), json.dumps(self.heads, separators=(",", ":"))
 
     @classmethod
     def loads(cls, raw: str | bytes | None) -> Layout | None:
@@ -180,6 +186,12 @@ def decide(
     # A block's head, and whether a marker matches it, are functions of its content, hence of its id: for the
     # blocks the previous request had, they are in its layout (a pinned block is there as scaffolding) unless
     # the markers changed since.
+    if previous.hints == hints and tuple(ids) == previous.ids and len(set(ids)) == len(ids):
+        # the same blocks as the previous request (a new question on the same history, a retry, a tool round): each
+        # keeps its kind, and no marker has a new block to look at (what the rule below gives, without its walk)
+        kinds_of = previous.kinds
+        scaffold = frozenset(m.start() for m in re.finditer(SCAFFOLD, kinds_of))
+        return Decision(scaffold, Layout(previous.ids, previous.heads, kinds_of, live, hints))
     known = dict(zip(previous.ids, previous.heads))
     heads = tuple(known[i] if i in known else head_of(block.anchor_text) for i, block in zip(ids, blocks))
     fresh = range(len(ids)) if previous.hints != hints else (i for i, block_id in enumerate(ids) if block_id not in known)

@@ -185,7 +185,7 @@ def candidate_pool(
                 moment = utc(refreshed(manifests[r].page.timestamp, last))
                 written[i], stamp[i] = micros(moment), moment.timestamp()
     ages = np.maximum((micros(now) - written) / 1_000_000, 0.0)
-    scores = np.fromiter((relevance[r] for r in roots), dtype=np.float64, count=len(roots))
+    scores = np.fromiter(map(relevance.__getitem__, roots), dtype=np.float64, count=len(roots))
     # gateway.core.worth.rank_by_age, page by page (a last bit may differ: the pool only bounds the work, the
     # fit's check keeps the result exact; an Outside's worth is a hair above its bound)
     rank = (FLOOR + (1.0 - FLOOR) * scores) * (AGE_FLOOR + (1.0 - AGE_FLOOR) * 0.5 ** (ages / DEFAULT_HALF_LIFE.total_seconds()))
@@ -215,7 +215,8 @@ def candidate_pool(
     if out.any():
         # outside_at, page by page
         rest += _frontier(rank[out] ** RELEVANCE_POWER * table.gain[out] * OUTSIDE_MARGIN, table.cheapest[out])
-    return [r for r in roots if r in chosen], rest  # in conversation order, as the fit lists its views
+    # in conversation order, as the fit lists its views
+    return [roots[i] for i in sorted(table.position[r] for r in chosen if r in table.position)], rest
 
 
 def fits_whole(roots: Sequence[str], manifests: Mapping[str, Manifest], room: int) -> bool:

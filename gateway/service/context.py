@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from gateway.adapters.embedder import Embedder
+from gateway.adapters.manifests import Manifest
 from gateway.adapters.redis_store import RedisStore, ThreadKey
+from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.config import PcpSettings
 from gateway.core import (
     Block,
@@ -46,6 +48,8 @@ from gateway.service.router import Router
 from gateway.service.view_choice import Layout, ViewChoice
 
 __all__ = ["PagedContext", "ContextBuilder", "zoom_names"]
+
+T = TypeVar("T")
 
 # The exchanges before the last stay verbatim messages while the recent ones take at most this share of the
 # budget; longer ones (a burst of messages, a long code reply) are paged like the rest. The last stays whole in
@@ -97,6 +101,23 @@ def zoom_names(client_tools: Sequence[Any]) -> ZoomNames:
     return ZoomNames(consult=f"pcp_consult{suffix}", shelve=f"pcp_shelve{suffix}")
 
 
+def _kept(snapshot: ThreadSnapshot, name: str, tree: PageTree, compute: Callable[[], T]) -> T:
+    """``compute()``, kept with the thread's version for the same tree (the very object, which visible_tree keeps for
+    the same pool and history): what a request derives from all of the tree's pages is not derived again."""
+    key = (name, id(tree))
+    kept = snapshot.derived.get(key)
+    if kept is not None and kept[0] is tree:
+        value: T = kept[1]
+        return value
+    value = compute()
+    snapshot.derived[key] = (tree, value)
+    return value
+
+
+def _tokens_of(manifests: Mapping[str, Manifest], history: set[str]) -> int:
+    return sum(m.page.tokens for i, m in manifests.items() if i in history)
+
+
 def _query(tail: Sequence[Mapping[str, Any]]) -> str:
     users = [message_text(m) for m in tail if m.get("role") == "user"]
     return users[-1] if users else ""
@@ -109,6 +130,15 @@ class _MessageTokens:
     def __init__(self, counter: TokenCounter) -> None:
         self._counter = counter
         self._counts: dict[int, int] = {}
+
+    def within(self, messages: Iterable[Mapping[str, Any]], limit: int) -> bool:
+        """Whether the messages' counts sum to at most ``limit`` (counting stops beyond it)."""
+        total = 0
+        for message in messages:
+            total += self.total((message,))
+            if total > limit:
+                return False
+        return True
 
     def total(self, messages: Iterable[Mapping[str, Any]]) -> int:
         """The sum of the messages' counts (without the reply priming ``count_messages`` adds)."""
@@ -158,13 +188,19 @@ class ContextBuilder:
     ) -> PagedContext:
         """The first round's context; with ``store=False`` the thread is only read (a preview: no page is stored)."""
         counter = self._counter_for(model)
-        stored = await self.history.store_history(thread, messages, now, store=store)
+        tokens = _MessageTokens(counter)  # the request's own messages, counted once however often they are sent
+
+        def raw(snapshot: ThreadSnapshot) -> bool:
+            """Whether the request may go upstream raw (gateway.core.form): then its new pages' vectors wait for
+            the background, since nothing on its way to the answer compares them."""
+            return self._settings.raw_form and not snapshot.paged and tokens.within(messages, budget - REPLY_PRIMING)
+
+        stored = await self.history.store_history(thread, messages, now, store=store, later=raw)
         split, scaffold, keep, ids, added, snapshot = stored.split, stored.scaffold, stored.keep, stored.ids, stored.added, stored.snapshot
         self._excerpts.prepare(thread, stored.pages, counter)
         blocks = [split.blocks[i] for i in keep]
         query = _query(split.tail)
         scaffolding = [m for i in sorted(scaffold) for m in split.blocks[i].messages]
-        tokens = _MessageTokens(counter)  # the request's own messages, counted once however often they are sent
         follows = await self._same_sitting(stored)
         # The history keeps `pcp.history_floor` of the budget (by default the share the recent turns may take) whatever
         # the client's own parts take. A coding assistant's prompt, repository map and files can fill the budget alone
@@ -187,7 +223,8 @@ class ContextBuilder:
         # not opened are laid open
         flow, folded = open_folded_kept(snapshot, tree, state)
 
-        pages = {i: m.page for i, m in manifests.items()}
+        # (a copy: the rendering adds the pages it reads whole)
+        pages = dict(_kept(snapshot, "pages", tree, lambda: {i: m.page for i, m in manifests.items()}))
         names = zoom_names(tools)
         verbatim = sorted(scaffold | set(keep[cut:]))  # the recent turns and the scaffolding, in request order
         live: list[Mapping[str, Any]] = [m for i in verbatim for m in split.blocks[i].messages] + list(split.tail)
@@ -231,8 +268,7 @@ class ContextBuilder:
         # folded into the background is back in Summary), the wanted views below them. A page of a laid-open
         # container is in Summary for the zoom whatever it was shown as: consulting it opens its container.
         shown_state = {k: v for k, v in wanted.items() if k not in flow.roots} | dict(fit.views)
-        history = set(ids)
-        history_tokens = sum(m.page.tokens for i, m in manifests.items() if i in history) + (
+        history_tokens = _kept(snapshot, "history_tokens", tree, lambda: _tokens_of(manifests, set(ids))) + (
             REPLY_PRIMING + tokens.total(split.system) + live_tokens
         )
         return PagedContext(

@@ -8,7 +8,7 @@ alone; every paged request does it first (gateway.service.context).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,7 +17,7 @@ import numpy as np
 
 from gateway.adapters.embedder import Embedder
 from gateway.adapters.embedding_models import DEFAULT_MODEL
-from gateway.adapters.manifests import NewPage
+from gateway.adapters.manifests import NewPage, sentences_vector_field, user_vector_field
 from gateway.adapters.redis_store import RedisStore, ThreadKey
 from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.config import PcpSettings
@@ -25,6 +25,7 @@ from gateway.core import Block, Page, TokenCounter, message_text, original_page,
 from gateway.core.excerpt import sentences
 from gateway.core.labels import label_shapes, without_labels
 from gateway.core.lexical import term_counts
+from gateway.core.lru import Lru
 from gateway.core.original import kept_messages
 from gateway.core.scaffolding import Layout, decide, scaffolding_blocks
 from gateway.errors import InvalidRequest
@@ -33,6 +34,7 @@ from gateway.service.split_cache import Split, SplitCache
 __all__ = ["History", "Ingestion", "Matched", "SAVE_COMMAND", "matched_query", "matched_texts"]
 
 SAVE_COMMAND = "/save"
+LAYOUTS_KEPT = 256  # threads whose last layout a process keeps parsed (as SplitCache keeps their splits)
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,15 @@ def matched_query(query: str, blocks: Sequence[Block], tail: Sequence[Mapping[st
     return without_labels(query, shapes)
 
 
+@dataclass(frozen=True)
+class _KeptLayout:
+    """A thread's layout as stored (``raw``), parsed, and its ids and heads as written (once known)."""
+
+    raw: str
+    layout: Layout | None
+    lists: tuple[str, str] | None
+
+
 class Ingestion:
     """Stores what a request's history adds to its thread, with the client profiles' pins for its scaffolding."""
 
@@ -106,6 +117,7 @@ class Ingestion:
         self._embedder = embedder
         self._counter = TokenCounter()  # pages are counted with one tokenizer whatever model a request names
         self._splits = SplitCache()
+        self._layouts: Lru[str, _KeptLayout] = Lru(LAYOUTS_KEPT)  # per thread, its last layout
         markers = settings.client_markers()  # the built-in client profiles' and the config's
         self._pins, self._preamble = markers.pins, markers.preamble
 
@@ -120,10 +132,23 @@ class Ingestion:
         """The client's scaffolding among the request's blocks, by their layout next to the thread's previous
         request's and by the config's pins (gateway.core.scaffolding); the layout is kept for the next request
         (unless ``store`` is false: a preview changes nothing)."""
-        previous = Layout.loads(snapshot.layout)
+        kept = self._layouts.get(thread.scope)
+        if kept is not None and snapshot.layout is not None and kept.raw == snapshot.layout:
+            previous = kept.layout  # what this process wrote or read last, unchanged: not parsed again
+        else:
+            previous = Layout.loads(snapshot.layout)
+            kept = _KeptLayout(snapshot.layout or "", previous, None) if previous is not None else None
         decision = decide(split.blocks, split.ids, split.tail, previous, self._pins, self._preamble)
-        if store and decision.layout is not None and decision.layout != previous:
-            await self._store.save_layout(thread, decision.layout.dumps())
+        layout = decision.layout
+        if store and layout is not None and layout != previous:
+            # a layout of the same blocks writes them as the last one did: only what changed is written anew
+            same = kept is not None and kept.layout is not None and layout.ids is kept.layout.ids and layout.heads is kept.layout.heads
+            lists = (kept.lists or kept.layout.lists()) if same and kept is not None and kept.layout is not None else layout.lists()
+            raw = layout.dumps(lists)
+            await self._store.save_layout(thread, raw)
+            self._layouts.put(thread.scope, _KeptLayout(raw, layout, lists))
+        elif kept is not None:
+            self._layouts.put(thread.scope, kept)
         return decision.scaffold
 
     async def ingest(
@@ -147,14 +172,15 @@ class Ingestion:
         now: datetime,
         known_ids: Sequence[str] | None,
         snapshot: ThreadSnapshot | None,
+        later: bool = False,
     ) -> tuple[list[str], list[str], tuple[Page, ...]]:
-        """`ingest`, with the pages it stored."""
+        """`ingest`, with the pages it stored; with ``later``, their vectors are left to the background."""
         ids = list(known_ids) if known_ids is not None else [page_id(block.text) for block in blocks]
         missing = set(snapshot.missing(ids) if snapshot is not None else await self._store.missing(thread, ids))
         fresh: dict[str, tuple[Page, Block, Matched]] = {}
         count = self._counter.count
         asked = _asked_at(blocks, ids, missing, snapshot.asked if snapshot is not None else None, now)
-        for position, (block, block_id) in enumerate(zip(blocks, ids)):
+        for position, (block, block_id) in enumerate(zip(blocks, ids) if missing else ()):  # (nothing new: no walk)
             if block_id in missing and block_id not in fresh:
                 # pages sealed by one request share its time (the exchange a previous request asked, and those
                 # before it, that request's); a microsecond per position keeps them in conversation order wherever
@@ -168,20 +194,28 @@ class Ingestion:
         # a fact said in passing ("by the way, I just got a smoker") is averaged away in the message's embedding
         own = [i for i, (_, block, _) in enumerate(entries)
                if block.anchor_text and any(m.get("role") != "user" for m in block.messages)]
+        user_at = set(own)
         said = {i: split for i in own if len(split := sentences(entries[i][2].anchor)) > 1} if self._embedder else {}
         texts = [matched.embedded for _, _, matched in entries] + [entries[i][2].anchor for i in own] + [t for i in said for t in said[i]]
-        vectors: list[Any] = list(await self._embedder.embed(texts)) if self._embedder and pages else [None] * len(texts)
+        pending: dict[int, tuple[str, ...]] = {}
+        if later and self._embedder is not None:  # the background makes them (gateway.service.reembedding)
+            for i, page in enumerate(pages):
+                pending[i] = (page.id, *((user_vector_field(page.id),) if i in user_at else ()),
+                              *((sentences_vector_field(page.id),) if i in said else ()))
+            texts = []
+        vectors: list[Any] = list(await self._embedder.embed(texts)) if self._embedder and texts else [None] * len(texts)
         user_vectors = dict(zip(own, vectors[len(pages):]))
         sentence_vectors: dict[int, Any] = {}
         at = len(pages) + len(own)
-        for i, split in said.items():
+        for i, split in said.items() if texts else ():
             rows = vectors[at : at + len(split)]
             at += len(split)
             if all(row is not None for row in rows):
                 sentence_vectors[i] = np.vstack(rows)
         new = [
-            NewPage.of(page, count, term_counts(matched.transcript), vectors[i], matched.anchor, kept_messages(block),
-                       user_vectors.get(i), sentence_vectors.get(i), self._embedder.model if self._embedder else DEFAULT_MODEL)
+            NewPage.of(page, count, term_counts(matched.transcript), vectors[i] if texts else None, matched.anchor,
+                       kept_messages(block), user_vectors.get(i), sentence_vectors.get(i),
+                       self._embedder.model if self._embedder else DEFAULT_MODEL, pending.get(i, ()))
             for i, (page, block, matched) in enumerate(entries)
         ]
         added = await self._store.add_pages(thread, new, now.timestamp(), snapshot)
@@ -189,11 +223,14 @@ class Ingestion:
         return ids, added, tuple(page for page in pages if page.id in stored)
 
     async def store_history(
-        self, thread: ThreadKey, messages: Sequence[Mapping[str, Any]], now: datetime, *, store: bool = True
+        self, thread: ThreadKey, messages: Sequence[Mapping[str, Any]], now: datetime, *, store: bool = True,
+        later: Callable[[ThreadSnapshot], bool] | None = None,
     ) -> History:
         """Split a request's messages and store its conversation's sealed blocks as pages (what every paged
         request does first; `pcp-gateway import` does only this). With ``store=False`` nothing is written, not
-        even the thread's split cache: the blocks and their ids only."""
+        even the thread's split cache: the blocks and their ids only. When ``later`` says so of the thread (read
+        with the request), the new pages are stored without their vectors, which the thread's consolidation job
+        makes (`gateway.service.reembedding`): a request sent raw has no use for them before its answer."""
         try:
             split = (self._splits if store else SplitCache(capacity=1)).split(thread.scope, messages)
         except ValueError as exc:
@@ -209,7 +246,8 @@ class Ingestion:
         asked_at = now if before is None else min(datetime.fromtimestamp(before[1], now.tzinfo), now)
         if not store:
             return History(split, scaffold, keep, known, [], snapshot, asked_at)
-        ids, added, pages = await self._ingest(thread, [split.blocks[i] for i in keep], now, known, snapshot)
+        deferred = later is not None and later(snapshot)
+        ids, added, pages = await self._ingest(thread, [split.blocks[i] for i in keep], now, known, snapshot, deferred)
         if asking and before is None:
             await self._store.save_asked(thread, page_id(asking), now.timestamp())
         return History(split, scaffold, keep, ids, added, snapshot, asked_at, pages)

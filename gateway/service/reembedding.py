@@ -1,4 +1,5 @@
-"""Re-embedding a thread whose vectors another embedding model made (`pcp.embedding_model` changed).
+"""Re-embedding a thread whose vectors another embedding model made (`pcp.embedding_model` changed), or that a
+request stored to embed later (a thread sent raw: `gateway.adapters.manifests.PENDING_VECTOR`).
 
 Vectors of two models are never compared: the store gives the request path only the vectors of the embedder's
 model (gateway.adapters.redis_store), so a page whose vector another model made is matched on its words alone until
@@ -45,11 +46,12 @@ class Reembedding:
         if self._embedder is None:
             return 0
         model = self._embedder.model
-        if await self._store.vectors_model(thread) == model:
+        recorded = await self._store.vectors_model(thread)
+        if recorded == model:
             return 0
         stale = set(await self._store.vectors_not_of(thread, model))
         fresh = await self._vectors(thread, stale) if stale else {}
-        await self._store.replace_vectors(thread, fresh, model)
+        await self._store.replace_vectors(thread, fresh, model, since=recorded)
         if fresh:
             log.info("re-embedded %d vectors of %s with %s", len(fresh), thread.scope, model)
         return len(fresh)

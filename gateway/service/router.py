@@ -48,9 +48,10 @@ from gateway.core.lru import Lru
 from gateway.core.postings import Documents
 from gateway.core.when import named_span
 from gateway.core.worth import RELEVANCE_POWER
+from gateway.service.router_arrays import ALIGNED_PER_THREAD, ALIGNED_THREADS, Aligned, VectorCache, bm25_array
 from gateway.errors import GatewayError
 
-__all__ = ["Router", "Selection", "VectorCache", "matched_on", "reconstruct_query"]
+__all__ = ["Router", "Selection", "matched_on", "reconstruct_query"]
 
 log = logging.getLogger("gateway.router")
 
@@ -62,7 +63,6 @@ SEMANTIC_WEIGHT = 0.4
 WINDOW_SHARE = 0.5  # BM25 scores each page with half of its neighbours' words (the rule audit of docs/benchmarks.md)
 DETAIL_SHARE = 0.5  # a heuristic Detail pick scores at least this share of the best score
 LEFT_OUT = 0.05  # relevance of a page the router model chose to leave out
-ALIGNED_THREADS = 32  # threads whose last request's page vectors are kept in order
 COMMON_SHARE = 0.5  # a word found in more than half of the thread's pages is left out of the embedded query
 # the words with which a page tells of an event of its own day or of the day before (see `_dated`)
 TELLING_TERMS = table_terms([w for language in LANGUAGES for w in language.telling])
@@ -107,56 +107,8 @@ class Selection:
     decided_by: str
 
 
-class VectorCache:
-    """Page embeddings by (thread, page id), bounded, least recently used out. Pages are immutable, so a
-    cached vector never goes stale."""
-
-    def __init__(self, capacity: int = 50_000) -> None:
-        self._items: Lru[tuple[str, str], npt.NDArray[np.float32]] = Lru(capacity)
-
-    def get_many(self, scope: str, ids: Sequence[str]) -> tuple[dict[str, npt.NDArray[np.float32]], list[str]]:
-        found, missing = {}, []
-        for page_id in ids:
-            vector = self._items.get((scope, page_id))
-            if vector is None:
-                missing.append(page_id)
-            else:
-                found[page_id] = vector
-        return found, missing
-
-    def put_many(self, scope: str, vectors: Mapping[str, npt.NDArray[np.float32]]) -> None:
-        for page_id, vector in vectors.items():
-            self._items.put((scope, page_id), vector)
-
-
-@dataclass(frozen=True)
-class _Aligned:
-    """A thread's page vectors in page order, stacked once: one matrix product scores them all against a
-    query. A page with the user's sentences embedded too (gateway.service.ingest) has several rows
-    and matches on the best of them; a page without a vector scores 0."""
-
-    ids: tuple[str, ...]
-    rows: npt.NDArray[np.float32]  # every vector's rows, page after page
-    starts: npt.NDArray[np.intp]  # the first row of each page that has rows
-    has: npt.NDArray[np.bool_]  # which pages have rows
-
-    @classmethod
-    def of(cls, ids: tuple[str, ...], vectors: Sequence[npt.NDArray[np.float32] | None]) -> _Aligned:
-        present = [v.reshape(1, -1) if v.ndim == 1 else v for v in vectors if v is not None]
-        sizes = [len(v) for v in present]
-        starts = np.cumsum([0, *sizes[:-1]], dtype=np.intp)
-        rows = np.vstack(present) if present else np.zeros((0, 0), dtype=np.float32)
-        return cls(ids, rows, starts, np.array([v is not None for v in vectors], dtype=bool))
-
-    def cosines(self, query: npt.NDArray[np.float32]) -> list[float]:
-        scores = np.zeros(len(self.ids))
-        if len(self.rows):
-            scores[self.has] = np.maximum.reduceat(self.rows @ query, self.starts)
-        return scores.tolist()
-
-
 def _dated(
-    scores: npt.NDArray[np.float64], written: Sequence[float], query: str, now: datetime,
+    scores: npt.NDArray[np.float64], written: Sequence[float] | npt.NDArray[np.float64], query: str, now: datetime,
     telling: Callable[[], Sequence[int]] = list,
 ) -> npt.NDArray[np.float64]:
     """``scores`` with the pages written on the days ``query`` names ("10 days ago", "last Saturday":
@@ -238,7 +190,8 @@ class Router:
         self._settings = settings
         self.vectors = VectorCache()
         # per thread, its last request's pages and their vectors in that order (pages and vectors never change)
-        self._aligned: Lru[str, _Aligned] = Lru(ALIGNED_THREADS)
+        self._aligned: Lru[str, list[Aligned]] = Lru(ALIGNED_THREADS)
+        self._columns_of: Lru[int, tuple[Sequence[Manifest], list[str], npt.NDArray[np.float64]]] = Lru(ALIGNED_THREADS)
 
     async def _semantic(self, thread: ThreadKey, match_text: str, ids: Sequence[str], user: bool = False) -> list[float]:
         """Cosine of the query with each page's embedding (with ``user``, the embedding of the user's own messages,
@@ -247,18 +200,22 @@ class Router:
             return [0.0] * len(ids)
         scope = f"{thread.tenant}:{thread.thread}" + (" user" if user else "")
         key = tuple(ids)
-        last = self._aligned.get(scope)
-        if last is not None and last.ids == key:  # the same pages as the thread's last request
+        recent = self._aligned.get(scope) or []
+        last = next((a for a in recent if a.ids == key), None)
+        grown = next((a for a in recent if len(a.ids) < len(key) and key[: len(a.ids)] == a.ids), None)
+        if last is not None:  # the same pages as one of the thread's last requests
             aligned = last
         else:
-            found, missing = self.vectors.get_many(scope, ids)
+            wanted = key[len(grown.ids) :] if grown is not None else key  # (a grown pool: only its new pages)
+            found, missing = self.vectors.get_many(scope, wanted)
             if missing:
                 fetched = await self._store.vectors(thread, missing, user, self._embedder.model)  # its model's only
                 self.vectors.put_many(scope, fetched)
                 found.update(fetched)
-            aligned = _Aligned.of(key, [found.get(i) for i in ids])
-            if len(found) == len(key):  # a page without a vector is asked for again next time
-                self._aligned.put(scope, aligned)
+            vectors = [found.get(i) for i in wanted]
+            aligned = grown.extended(key, vectors) if grown is not None else Aligned.of(key, vectors)
+            if len(found) == len(wanted):  # a page without a vector is asked for again next time
+                self._aligned.put(scope, [aligned, *recent][:ALIGNED_PER_THREAD])
         # the embedder keeps what it computed by text: an agent's tool rounds, a retry or a regenerated answer ask
         # the same live message again, and the next request stores it with its exchange
         query = (await self._embedder.embed([match_text]))[0]
@@ -279,8 +236,8 @@ class Router:
         ``own`` gives the same for the user's own messages, on which a question about the user is matched;
         ``now``, the request's time, dates the days a query names ("10 days ago")."""
         text = matched_on(query, previous_summary)
-        ids = [m.page.id for m in roots]
-        counts = [m.terms for m in roots]
+        ids, written = self._columns(roots)
+        counts = [m.terms for m in roots] if documents is None else []  # (only without the postings)
         query_terms = terms(text)
         about_user = query_source(text) == "user"
         mine: Documents | None = None
@@ -289,11 +246,11 @@ class Router:
             # words (advice on lenses) outscores the one line that says which lens, and only by its length
             mine = own() if own is not None else None
             lexical = _normalised(
-                mine.bm25(query_terms, neighbours=WINDOW_SHARE) if mine is not None
+                bm25_array(mine, query_terms, WINDOW_SHARE) if mine is not None
                 else bm25(query_terms, [m.own_terms for m in roots], [m.own_length for m in roots], neighbours=WINDOW_SHARE)
             )
         elif documents is not None:
-            lexical = _normalised(documents.bm25(query_terms, neighbours=WINDOW_SHARE))
+            lexical = _normalised(bm25_array(documents, query_terms, WINDOW_SHARE))
         else:
             lexical = _normalised(bm25(query_terms, counts, [m.length for m in roots], neighbours=WINDOW_SHARE))
         common = (documents.drop_common_words(text, COMMON_SHARE) if documents is not None
@@ -312,12 +269,12 @@ class Router:
             return [i for i, m in enumerate(roots) if any(t in (m.own_terms if about_user else m.terms) for t in words)]
 
         if now is not None:
-            scores = _dated(scores, [m.written_ts for m in roots], query, now, lambda: holding(TELLING_TERMS))
+            scores = _dated(scores, written, query, now, lambda: holding(TELLING_TERMS))
         scores = _answer_form(scores, query, holding)
         relevance = dict(zip(ids, scores.tolist()))
         # best first, ties in conversation order (a stable sort on the negated scores, as sorted() would)
         shortlist = [ids[i] for i in np.argsort(-scores, kind="stable")[: self._settings.shortlist]]
-        decided = await self._ask_router(text, shortlist, {m.page.id: m for m in roots}, relevance)
+        decided = await self._ask_router(text, shortlist, roots, relevance)
         if decided is not None:
             return Selection(decided[0], decided[1], text, "router-model")
         asked = self._settings.router_model is not None and bool(shortlist)
@@ -327,12 +284,25 @@ class Router:
         picks = [i for i in shortlist[: self._settings.detail_picks] if relevance[i] >= DETAIL_SHARE and relevance[i] > 0]
         return {i: View.DETAIL for i in picks}
 
+    def _columns(self, roots: Sequence[Manifest]) -> tuple[list[str], npt.NDArray[np.float64]]:
+        """The pages' ids and times, kept for the last few lists of pages (a request passes the list its thread's
+        version keeps: gateway.service.view_choice), so that a request does not walk every manifest for them."""
+        kept = self._columns_of.get(id(roots))
+        if kept is not None and kept[0] is roots:
+            return kept[1], kept[2]
+        ids = [m.page.id for m in roots]
+        written = np.array([m.written_ts for m in roots], dtype=np.float64)
+        self._columns_of.put(id(roots), (roots, ids, written))
+        return ids, written
+
     async def _ask_router(
-        self, match_text: str, shortlist: Sequence[str], manifests: Mapping[str, Manifest], relevance: dict[str, float]
+        self, match_text: str, shortlist: Sequence[str], roots: Sequence[Manifest], relevance: dict[str, float]
     ) -> tuple[dict[str, float], dict[str, View]] | None:
         model = self._settings.router_model
         if model is None or not shortlist:
             return None
+        listed = set(shortlist)
+        manifests = {m.page.id: m for m in roots if m.page.id in listed}
         started = time.perf_counter()
         try:
             async with asyncio.timeout(self._settings.router_timeout_ms / 1000):

@@ -10,6 +10,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+import numpy as np
+
 from gateway.adapters.manifests import Manifest
 from gateway.adapters.redis_store import RedisStore, ThreadKey
 from gateway.adapters.snapshot import ThreadSnapshot
@@ -84,7 +86,7 @@ class ViewChoice:
             layout.thread, layout.manifests, layout.flow, layout.folded, layout.state, layout.rendering
         )
         started = time.perf_counter()
-        relevance, requested, match_text, documents, selected_by = await self._select(
+        relevance, requested, match_text, documents, selected_by, scored_ids = await self._select(
             thread, layout.snapshot, layout.query, layout.ids, flow, folded, manifests, state, layout.now, whole, layout.follows
         )
         router_ms = (time.perf_counter() - started) * 1000
@@ -93,8 +95,11 @@ class ViewChoice:
         pages = rendering.pages
         # Detail and excerpts are offered to the pages worth reading whole: the best-matching ones, and those
         # asked for; then to as many more as the budget could show at what those cost (see showable)
-        ranked = [] if whole else self._ranked(flow, relevance, folded)
-        best = ([] if layout.hopeless else list(flow.roots)) if whole else ranked[: self._settings.shortlist]
+        ranked = None if whole else self._ranked(scored_ids, relevance)
+        if ranked is None:
+            best = [] if layout.hopeless else list(flow.roots)
+        else:
+            best = ranked[: self._settings.shortlist]
         full = set(best)
         # (the shortlist, then the pages in Detail: a few, never a walk over every page)
         detail_ids = [i for i in dict.fromkeys([*best, *(k for k, v in wanted.items() if v is View.DETAIL)]) if i in flow]
@@ -129,7 +134,7 @@ class ViewChoice:
                 excerpts[follows] = self._excerpts.leading(thread, pages[follows], layout.counter)
         room = layout.limit - layout.fixed
         table = kept_table(layout.snapshot.derived, flow.roots, manifests)  # kept with the thread's version
-        more = [] if whole else ranked[len(best) : showable(table, best, excerpts, room)]
+        more = [] if ranked is None else ranked[len(best) : showable(table, best, excerpts, room)]
         if more:
             pages.update(await self._store.pages(thread, more))
             full.update(more)
@@ -184,7 +189,7 @@ class ViewChoice:
         now: datetime,
         whole: bool = False,
         follows: str | None = None,
-    ) -> tuple[dict[str, float], dict[str, View], str, Documents | None, str]:
+    ) -> tuple[dict[str, float], dict[str, View], str, Documents | None, str, tuple[str, ...]]:
         """Relevance per top-level page, the views asked for (the router's, and the model's own zoom), the
         text matched (the query, reconstructed when it says too little), the pages scored as documents over
         the thread's postings (for their term statistics), and who decided the views.
@@ -192,19 +197,18 @@ class ViewChoice:
         The router scores every top-level page but the folded containers, in conversation order; a folded
         container is as relevant as a share of its best page, so its summary comes after the pages that match.
         With ``whole`` (every page may be shown whole, or none can), the pages are equals and nothing is scored."""
-        scored = [manifests[r] for r in flow.roots if r not in folded]
+        scored, scored_ids, lengths, own_lengths = _scored(snapshot, flow, folded, manifests)
         previous = manifests.get(ids[-1]) if ids else None
         if ids and previous is None:
             previous = (await snapshot.manifests(ids[-1:])).get(ids[-1])
-        scored_ids = [m.page.id for m in scored]
-        documents = snapshot.postings.documents(scored_ids, [m.length for m in scored])
+        documents = snapshot.postings.documents(scored_ids, lengths)
         summary = previous.page.summary if previous else None
         if whole:
-            selection = Selection({i: 1.0 for i in scored_ids}, {}, matched_on(query, summary), "unranked")
+            selection = Selection(dict.fromkeys(scored_ids, 1.0), {}, matched_on(query, summary), "unranked")
         else:
             selection = await self._router.select(
                 thread, query, summary, scored, documents,
-                lambda: snapshot.user_postings.documents(scored_ids, [m.own_length for m in scored]), now,
+                lambda: snapshot.user_postings.documents(scored_ids, own_lengths), now,
             )
         relevance = dict(selection.relevance)
         for container, pages in folded.items():
@@ -214,7 +218,7 @@ class ViewChoice:
         relevance.update({page: 1.0 for page in state if page in relevance})  # the model opened it: keep it open
         requested = dict(selection.views)
         requested.update({k: v for k, v in state.items() if k in flow.roots})
-        return relevance, requested, selection.match_text, documents, selection.decided_by
+        return relevance, requested, selection.match_text, documents, selection.decided_by, scored_ids
 
     @staticmethod
     def _named(query: str, snapshot: ThreadSnapshot, documents: Documents, manifests: Mapping[str, Manifest]) -> str | None:
@@ -246,7 +250,40 @@ class ViewChoice:
         return named_source(query, said, len(documents), words)
 
     @staticmethod
-    def _ranked(flow: PageTree, relevance: Mapping[str, float], folded: Mapping[str, tuple[str, ...]]) -> list[str]:
-        """The top-level pages that match the query, best first."""
-        scored = [r for r in flow.roots if r not in folded and relevance.get(r, 0.0) > 0]
-        return sorted(scored, key=relevance.__getitem__, reverse=True)  # stable: ties stay in conversation order
+    def _ranked(scored: Sequence[str], relevance: Mapping[str, float]) -> _Ranked:
+        """The top-level pages that match the query (``scored``: the pages the router scored), best first."""
+        return _Ranked(scored, relevance)
+
+
+class _Ranked:
+    """The pages with a relevance above 0, best first, ties in conversation order (a stable sort on the negated
+    relevance, as sorted(reverse=True) would give them), made into ids only as far as they are sliced: a request
+    reads the first few of a ranking of every page."""
+
+    def __init__(self, scored: Sequence[str], relevance: Mapping[str, float]) -> None:
+        self._ids = scored
+        values = np.fromiter(map(relevance.__getitem__, scored), dtype=np.float64, count=len(scored))
+        order = np.argsort(-values, kind="stable")
+        self._order = order[: int(np.count_nonzero(values > 0))]
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def __getitem__(self, part: slice) -> list[str]:
+        ids = self._ids
+        return [ids[i] for i in self._order[part].tolist()]
+
+
+def _scored(
+    snapshot: ThreadSnapshot, flow: PageTree, folded: Mapping[str, tuple[str, ...]], manifests: Mapping[str, Manifest]
+) -> tuple[list[Manifest], tuple[str, ...], list[int], list[int]]:
+    """The manifests of the top-level pages the router scores (all but the folded containers), their ids, lengths
+    and the lengths of their users' own words, kept with the thread's version for the same tree (the very object,
+    which open_folded_kept keeps)."""
+    kept = snapshot.derived.get(("scored", id(flow)))
+    if kept is not None and kept[0] is flow:
+        return kept[1], kept[2], kept[3], kept[4]
+    scored = [manifests[r] for r in flow.roots if r not in folded]
+    ids, lengths, own = tuple(m.page.id for m in scored), [m.length for m in scored], [m.own_length for m in scored]
+    snapshot.derived[("scored", id(flow))] = (flow, scored, ids, lengths, own)
+    return scored, ids, lengths, own

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -294,3 +295,28 @@ def test_a_layout_that_is_not_one_this_version_wrote_is_none(raw: str | None) ->
 def test_a_layout_round_trips() -> None:
     layout = Layout(("a1", "b2"), ("h", ""), "so", "l", "p")
     assert Layout.loads(layout.dumps()) == layout and Layout.loads(layout.dumps().encode()) == layout
+
+
+def test_the_same_blocks_asked_again_keep_their_kinds_as_the_rule_gives_them() -> None:
+    """A new question on the same history (or a retry) takes the previous layout's kinds without walking the rule;
+    the result is the rule's: here aider's scaffolding found from the second request on, then asked about again."""
+    done = [*turn(1), *turn(2)]
+    first = aider([], "v1") + [live(1)]
+    second = aider(done, "v1") + [live(3)]
+    third = aider(done, "v1") + [{"role": "user", "content": "Something else entirely"}]
+    assert thread([first, second, third])[2] == thread([first, second, second])[2] == [*LEAD, FILES]
+    blocks = split_blocks(second).blocks
+    ids = [page_id(b.text) for b in blocks]
+    previous = decide_layout(blocks, ids, split_blocks(second).tail, None).layout
+    assert previous is not None
+    again = decide_layout(blocks, ids, split_blocks(third).tail, previous)
+    assert again.layout is not None and again.layout.kinds == previous.kinds and again.layout.ids is previous.ids
+    assert again.layout.live != previous.live
+
+
+def test_a_layout_is_written_as_json_whether_or_not_its_lists_were_written_before() -> None:
+    layout = Layout(("a1", "b2"), ("Hi \u00e9", 'say "x"'), "go", "live", "h")
+    expected = json.dumps({"v": 1, "ids": layout.ids, "heads": layout.heads, "kinds": "go", "live": "live", "hints": "h"},
+                          separators=(",", ":"))
+    assert layout.dumps() == layout.dumps(layout.lists()) == expected
+    assert Layout.loads(layout.dumps()) == layout

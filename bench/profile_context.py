@@ -1,0 +1,141 @@
+"""CPU of a paged request in-process, by thread length, with cProfile: for work on what the request path does per
+request, without a gateway process, HTTP or a fresh ingest on every try.
+
+The thread (``bench/request_cpu.py``'s synthetic conversation of ``--turns`` exchanges) is stored once in the Redis
+that ``--redis`` names, under a key prefix of its own (``pcpprof-<turns>``), with its consolidation run to the end;
+later runs with the same ``--turns`` find it there and only ask. Each measured request is parsed from its JSON body
+and served by the real `ChatService` (the scripted fake upstream on loopback answers); its CPU is this process's
+(`time.process_time`: all threads), the JSON decoding of its body measured beside. ``--profile`` prints cProfile's
+top functions over the measured requests (cumulative, then own time).
+
+Run from the repository root (``--flush`` stores the thread again):
+
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.profile_context --turns 600,10000 [--requests 20] [--budget 2000,4000] [--growing] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import json
+import pstats
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.request_cpu import history, question  # noqa: E402
+from gateway.bootstrap import background_for, open_services  # noqa: E402
+from gateway.config import parse_config  # noqa: E402
+from gateway.http.validation import parse_chat_request  # noqa: E402
+from gateway.service.chat import ChatService  # noqa: E402
+from gateway.service.request import RequestMeta  # noqa: E402
+from tests.support.fake_upstream import FakeUpstream  # noqa: E402
+from tests.support.gateway_process import gateway_config  # noqa: E402
+
+THREAD = "profile"
+
+
+async def measure(turns: int, args: argparse.Namespace, fake: FakeUpstream) -> dict[str, Any]:
+    raw = gateway_config(fake.url, Path("/tmp/pcp-profile-context"), store={"redis_url": args.redis, "key_prefix": f"pcpprof-{turns}"},
+                         pcp={"raw_form": True}, server={"max_body_bytes": 1 << 30})
+    config = parse_config(raw)
+    base = history(turns)
+    budgets = [int(b) for b in str(args.budget).split(",")]
+    replies = [m["content"] for m in history(turns + 200)[2 + 2 * turns :: 2]]
+    salt = time.time_ns()
+    async with open_services(config) as services:
+        client = services.store.client
+        if args.flush:
+            keys = [k async for k in client.scan_iter(match=f"pcpprof-{turns}:*", count=10_000)]
+            for i in range(0, len(keys), 5000):
+                await client.delete(*keys[i : i + 5000])
+        chat = ChatService(services.upstream, services.store, config, services.embedder, services.consolidator)
+        models = config.model_names
+
+        async def ask(i: int, grow: bool = False) -> tuple[float, float, Any]:
+            if grow:  # a chat's next request: the question before, answered, then a new one (each stores a page)
+                reply = f"{replies[i % len(replies)]} (run {salt})"  # new pages on every run of the same stored thread
+                base.extend([question(i - 1), {"role": "assistant", "content": reply}])
+            body = json.dumps({"model": "fake-model", "messages": [*base, question(i)]}).encode()
+            cpu0 = time.process_time()
+            meta = RequestMeta(tenant="anon", thread=THREAD, budget=str(budgets[i % len(budgets)]))
+            request = parse_chat_request(body, models, meta)
+            decoded = time.process_time()
+            completion = await chat.complete(request)
+            cpu1 = time.process_time()
+            return (cpu1 - cpu0) * 1000, (decoded - cpu0) * 1000, completion
+
+        stored = await client.exists(f"pcpprof-{turns}:{{anon:{THREAD}}}:version")
+        if not stored:
+            t0 = time.perf_counter()
+            await ask(0)
+            print(f"[{turns}] stored the thread in {time.perf_counter() - t0:.1f}s; consolidating", file=sys.stderr, flush=True)
+            background = background_for(config, services, 1)
+            assert background is not None and services.consolidator is not None
+            await background.start()
+            from gateway.adapters.store_keys import ThreadKey
+
+            while await services.consolidator.pending(ThreadKey("anon", THREAD)):
+                await asyncio.sleep(0.5)
+            await background.stop()
+        for i in range(1, 4):  # warm-up: the process's caches, as a running gateway has them
+            await ask(i)
+        profiler = cProfile.Profile() if args.profile else None
+        cpu, decode = [], []
+        for i in range(args.requests):
+            if profiler is not None:
+                profiler.enable()
+            total, decoded, completion = await ask(100 + i, args.growing)
+            if profiler is not None:
+                profiler.disable()
+            cpu.append(total)
+            decode.append(decoded)
+        form = completion.headers.get("x-pcp-form")
+        report = {"turns": turns, "form": form, "pages": completion.headers.get("x-pcp-pages"),
+                  "cpu_p50": statistics.median(cpu), "cpu_p95": sorted(cpu)[int(0.95 * (len(cpu) - 1))],
+                  "decode_p50": statistics.median(decode)}
+        if profiler is not None:
+            out = io.StringIO()
+            stats = pstats.Stats(profiler, stream=out)
+            stats.sort_stats("cumulative").print_stats(args.top)
+            stats.sort_stats("tottime").print_stats(args.top)
+            report["profile"] = out.getvalue()
+        return report
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    with FakeUpstream() as fake:
+        for turns in [int(t) for t in args.turns.split(",")]:
+            report = await measure(turns, args, fake)
+            if "profile" in report:
+                print(report.pop("profile"))
+            print(f"{report['turns']:>6} turns ({report['form']}, pages {report['pages']}): CPU p50 {report['cpu_p50']:.1f} ms, "
+                  f"p95 {report['cpu_p95']:.1f} ms, of which JSON decoding p50 {report['decode_p50']:.1f} ms; without it "
+                  f"{report['cpu_p50'] - report['decode_p50']:.1f} ms", flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--turns", default="600,10000")
+    parser.add_argument("--requests", type=int, default=20)
+    parser.add_argument("--budget", default="4000", help="X-PCP-Budget; several (2000,4000) alternate request by request")
+    parser.add_argument("--redis", default="redis://127.0.0.1:6379/9")
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--flush", action="store_true", help="store the thread again")
+    parser.add_argument("--growing", action="store_true",
+                        help="each measured request one exchange longer than the one before, as a chat sends them (each stores a page)")
+    return asyncio.run(main_async(parser.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""The router's arrays (gateway.service.router): a bounded cache of each page's embedding, a thread's page vectors
+stacked in page order so that one matrix product scores them all against a query, and BM25 over the thread's
+postings summed with numpy."""
+
+from __future__ import annotations
+
+import math
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from gateway.core.lru import Lru
+from gateway.core.postings import Documents
+
+__all__ = ["ALIGNED_PER_THREAD", "ALIGNED_THREADS", "Aligned", "VectorCache", "bm25_array"]
+
+ALIGNED_THREADS = 32  # threads whose last requests' page vectors are kept in order
+# per thread, the last requests' pages: two, for requests whose budgets keep different recent turns out of the pool
+ALIGNED_PER_THREAD = 2
+
+
+class VectorCache:
+    """Page embeddings by (thread, page id), bounded, least recently used out. Pages are immutable, so a
+    cached vector never goes stale."""
+
+    def __init__(self, capacity: int = 50_000) -> None:
+        self._items: Lru[tuple[str, str], npt.NDArray[np.float32]] = Lru(capacity)
+
+    def get_many(self, scope: str, ids: Sequence[str]) -> tuple[dict[str, npt.NDArray[np.float32]], list[str]]:
+        found, missing = {}, []
+        for page_id in ids:
+            vector = self._items.get((scope, page_id))
+            if vector is None:
+                missing.append(page_id)
+            else:
+                found[page_id] = vector
+        return found, missing
+
+    def put_many(self, scope: str, vectors: Mapping[str, npt.NDArray[np.float32]]) -> None:
+        for page_id, vector in vectors.items():
+            self._items.put((scope, page_id), vector)
+
+
+@dataclass(frozen=True)
+class Aligned:
+    """A thread's page vectors in page order, stacked once: one matrix product scores them all against a
+    query. A page with the user's sentences embedded too (gateway.service.ingest) has several rows
+    and matches on the best of them; a page without a vector scores 0."""
+
+    ids: tuple[str, ...]
+    rows: npt.NDArray[np.float32]  # every vector's rows, page after page
+    starts: npt.NDArray[np.intp]  # the first row of each page that has rows
+    has: npt.NDArray[np.bool_]  # which pages have rows
+
+    @classmethod
+    def of(cls, ids: tuple[str, ...], vectors: Sequence[npt.NDArray[np.float32] | None]) -> Aligned:
+        present = [v.reshape(1, -1) if v.ndim == 1 else v for v in vectors if v is not None]
+        sizes = [len(v) for v in present]
+        starts = np.cumsum([0, *sizes[:-1]], dtype=np.intp)
+        rows = np.vstack(present) if present else np.zeros((0, 0), dtype=np.float32)
+        return cls(ids, rows, starts, np.array([v is not None for v in vectors], dtype=bool))
+
+    def extended(self, ids: tuple[str, ...], vectors: Sequence[npt.NDArray[np.float32] | None]) -> Aligned:
+        """These pages and then ``ids[len(self.ids):]`` (whose ``vectors`` are given): a chat's next request, whose
+        pool gained the pages that left its recent turns, stacks only theirs onto the matrix it has."""
+        more = Aligned.of(ids[len(self.ids) :], vectors)
+        if not len(more.rows):
+            return Aligned(ids, self.rows, self.starts, np.concatenate((self.has, more.has)))
+        if not len(self.rows):
+            return Aligned(ids, more.rows, more.starts, np.concatenate((self.has, more.has)))
+        return Aligned(ids, np.concatenate((self.rows, more.rows)), np.concatenate((self.starts, more.starts + len(self.rows))),
+                        np.concatenate((self.has, more.has)))
+
+    def cosines(self, query: npt.NDArray[np.float32]) -> list[float]:
+        scores = np.zeros(len(self.ids))
+        if len(self.rows):
+            scores[self.has] = np.maximum.reduceat(self.rows @ query, self.starts)
+        return scores.tolist()
+
+
+def bm25_array(
+    documents: Documents, query: Sequence[str], neighbours: float, k1: float = 1.5, b: float = 0.75
+) -> npt.NDArray[np.float64]:
+    """``documents.bm25(query, neighbours=neighbours)`` with arrays, float for float: each term's windowed
+    frequencies (its count plus ``neighbours`` times its neighbours'), weight and BM25 terms are array operations in
+    the same order as there, and each term's scores are added to every document it scores at once, term after term.
+    A term's scores are kept for the same documents (`Documents.kept`): a term seen before costs no work per
+    document, a new one only the gathering of its documents' counts."""
+    n = len(documents)
+    scores = np.zeros(n)
+    if not n or not query:
+        return scores
+    kept = documents.kept
+    norms: npt.NDArray[np.float64] | None = kept.get(("norms", k1, b, neighbours))
+    if norms is None:
+        norms = kept[("norms", k1, b, neighbours)] = np.asarray(documents.norms(k1=k1, b=b, neighbours=neighbours))
+    for term in dict.fromkeys(query):
+        found: tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]] | None = kept.get(("bm25", term, k1, b, neighbours))
+        if found is None:
+            found = kept[("bm25", term, k1, b, neighbours)] = _term_scores(documents, term, norms, k1, neighbours)
+        scores[found[0]] += found[1]
+    return scores
+
+
+def _term_scores(
+    documents: Documents, term: str, norms: npt.NDArray[np.float64], k1: float, neighbours: float
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]:
+    """The positions a term scores (ascending) and its BM25 term in each (see :func:`bm25_array`)."""
+    positions = np.asarray(documents.positions(term), dtype=np.intp)
+    if not len(positions):
+        return positions, np.zeros(0)
+    n = len(documents)
+    dense = np.zeros(n + 2)  # dense[q + 1]: the count at position q; 0.0 beyond either end
+    dense[positions + 1] = documents.counts(term)
+    window = np.unique(np.concatenate((positions - 1, positions, positions + 1)))
+    window = window[(window >= 0) & (window < n)]
+    f = dense[window + 1] + neighbours * (dense[window] + dense[window + 2])
+    window, f = window[f != 0], f[f != 0]
+    frequency = len(f)
+    weight = math.log(1.0 + (n - frequency + 0.5) / (frequency + 0.5))
+    return window, weight * f * (k1 + 1.0) / (f + norms[window])

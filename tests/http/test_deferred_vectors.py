@@ -1,0 +1,101 @@
+"""A thread sent raw gets no embedding of its new exchanges before the answer (issue 47 item 3): the pages are stored
+with their vector fields pending, and the thread's consolidation job, queued in the Redis stream with them, makes the
+vectors afterwards — here by a gateway started after the first stopped, as after a crash, since the first runs no
+worker. A thread sent paged still has its vectors when the answer comes."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+import redis
+
+from gateway.adapters.embedding_models import DEFAULT_MODEL
+from tests.support.fake_upstream import FakeUpstream, Reply
+from tests.support.gateway_process import GatewayProcess, gateway_config
+
+KEY = "sk-deferred"
+BUDGET = 700
+
+
+def chat(exchanges: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    for i in range(exchanges):
+        messages.append({"role": "user", "content": f"Tell me fact number {i} about lighthouses."})
+        messages.append({"role": "assistant", "content": f"Fact {i}: lighthouse {i} stands {20 + i} metres tall."})
+    return [*messages, {"role": "user", "content": "Which one is the tallest?"}]
+
+
+def store_of(config: dict[str, Any], data: Path) -> redis.Redis:
+    url = config["store"].get("redis_url")
+    if url:
+        return redis.Redis.from_url(url, decode_responses=True)
+    return redis.Redis(unix_socket_path=str(data / "redis.sock"), decode_responses=True)
+
+
+def vectors(client: redis.Redis, prefix: str, thread: str) -> dict[str, str]:
+    keys = list(client.scan_iter(match=f"{prefix}:*:{thread}}}:vector"))
+    assert len(keys) == 1, keys
+    return client.hgetall(keys[0])
+
+
+def ask(gateway: GatewayProcess, thread: str, messages: list[dict[str, Any]]) -> httpx.Headers:
+    client = openai.OpenAI(base_url=gateway.base_url, api_key=KEY, max_retries=0, default_headers={"X-PCP-Thread": thread})
+    response = client.chat.completions.with_raw_response.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+    return response.headers
+
+
+def drained(gateway: GatewayProcess, thread: str) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        r = httpx.get(f"{gateway.root_url}/pcp/threads/{thread}", headers={"Authorization": f"Bearer {KEY}"})
+        if r.status_code == 200 and not r.json().get("pending_jobs"):
+            return
+        time.sleep(0.1)  # polling another process's queue
+    raise AssertionError("the thread's background work did not drain")
+
+
+@pytest.fixture()
+def setting(fake: FakeUpstream, tmp_path: Path) -> tuple[dict[str, Any], Path]:
+    config = gateway_config(fake.url, tmp_path / "data", pcp={"raw_form": True, "budget_tokens": BUDGET},
+                            jobs={"workers": 0})
+    return config, tmp_path
+
+
+def test_a_raw_thread_s_vectors_are_made_after_the_answer_by_the_job_queue(
+    setting: tuple[dict[str, Any], Path], upstream: FakeUpstream
+) -> None:
+    config, workdir = setting
+    thread = f"deferred-{uuid.uuid4().hex[:8]}"
+    prefix = config["store"]["key_prefix"]
+    upstream.script(Reply(content="lighthouse 2"))
+    with GatewayProcess(config=config, workdir=workdir) as first:
+        assert ask(first, thread, chat(3))["x-pcp-form"] == "raw"
+        stored = vectors(store_of(config, workdir / "data"), prefix, thread)
+        pages = [f for f in stored if not f.startswith("@") and ":" not in f]
+        assert len(pages) == 3 and all(stored[f] == "pending|" for f in pages), {k: v[:20] for k, v in stored.items()}
+        assert stored["@model"].startswith("pending:")
+    # the job stayed in the stream: a gateway that runs a worker (as after a crash of the first) makes the vectors
+    again = {**config, "jobs": {"workers": 1}}
+    with GatewayProcess(config=again, workdir=workdir) as second:
+        drained(second, thread)
+        stored = vectors(store_of(config, workdir / "data"), prefix, thread)
+    pages = [f for f in stored if not f.startswith("@") and ":" not in f]
+    assert len(pages) == 3 and not any(v.startswith("pending") for v in stored.values())
+    assert stored["@model"] == DEFAULT_MODEL
+
+
+def test_a_paged_thread_s_vectors_are_there_with_the_answer(setting: tuple[dict[str, Any], Path], upstream: FakeUpstream) -> None:
+    config, workdir = setting
+    thread = f"paged-{uuid.uuid4().hex[:8]}"
+    upstream.script(Reply(content="lighthouse 40"))
+    with GatewayProcess(config=config, workdir=workdir) as gateway:
+        assert ask(gateway, thread, chat(40))["x-pcp-form"] == "paged"
+        stored = vectors(store_of(config, workdir / "data"), config["store"]["key_prefix"], thread)
+    pages = [f for f in stored if not f.startswith("@") and ":" not in f]
+    assert len(pages) == 40 and not any(v.startswith("pending") for v in stored.values())
