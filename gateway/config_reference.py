@@ -63,7 +63,7 @@ MEANINGS: dict[str, str] = {
     "pcp.router_model": "a `model_name` that picks Detail / Summary / leave out per shortlisted page; `null`: the heuristic alone",
     "pcp.router_timeout_ms": "the router model's hard limit; past it the heuristic decides",
     "pcp.shortlist": "pages kept by the broad match and offered excerpts and Detail (more while the budget could show more)",
-    "pcp.detail_picks": "no longer used (accepted for old configs): every shortlisted page may get Detail",
+    "pcp.detail_picks": "no longer used (accepted for old configs): the budget chooses every page's view",
     "pcp.embeddings": "MiniLM similarity in the broad match (`false`: BM25 only, and ~75 MB less per process)",
     "pcp.embedding_int8": "the int8-quantized MiniLM on onnxruntime (`false`: float32, slower)",
     "pcp.embedding_model": "a multilingual sentence-embedding model instead of the shipped MiniLM: an ONNX export or a "

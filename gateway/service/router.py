@@ -15,7 +15,7 @@
    embedding and their best sentence's.
 3. Relevance selection: with `pcp.router_model`, one call to that model decides Detail / Summary /
    leave out for the shortlist, within `pcp.router_timeout_ms`; without it, or when it times out,
-   fails or answers something unusable, the heuristic on the broad-match scores decides. A request
+   fails or answers something unusable, the budget decides every view from the broad-match scores. A request
    never fails because the router did.
 
 The result is a relevance in [0, 1] per page (the budget's priority) and the views asked for.
@@ -61,7 +61,6 @@ log = logging.getLogger("gateway.router")
 LEXICAL_WEIGHT = 0.6
 SEMANTIC_WEIGHT = 0.4
 WINDOW_SHARE = 0.5  # BM25 scores each page with half of its neighbours' words (the rule audit of docs/benchmarks.md)
-DETAIL_SHARE = 0.5  # a heuristic Detail pick scores at least this share of the best score
 LEFT_OUT = 0.05  # relevance of a page the router model chose to leave out
 COMMON_SHARE = 0.5  # a word found in more than half of the thread's pages is left out of the embedded query
 # the words with which a page tells of an event of its own day or of the day before (see `_dated`)
@@ -278,11 +277,9 @@ class Router:
         if decided is not None:
             return Selection(decided[0], decided[1], text, "router-model")
         asked = self._settings.router_model is not None and bool(shortlist)
-        return Selection(relevance, self._heuristic(shortlist, relevance), text, "router-model-fallback" if asked else "heuristic")
-
-    def _heuristic(self, shortlist: Sequence[str], relevance: Mapping[str, float]) -> dict[str, View]:
-        picks = [i for i in shortlist[: self._settings.detail_picks] if relevance[i] >= DETAIL_SHARE and relevance[i] > 0]
-        return {i: View.DETAIL for i in picks}
+        # without a router model the budget alone chooses every page's view: Detail picks by score changed no
+        # question of any shape (the rule audit of docs/benchmarks.md)
+        return Selection(relevance, {}, text, "router-model-fallback" if asked else "heuristic")
 
     def _columns(self, roots: Sequence[Manifest]) -> tuple[list[str], npt.NDArray[np.float64]]:
         """The pages' ids and times, kept for the last few lists of pages (a request passes the list its thread's
