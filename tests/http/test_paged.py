@@ -651,6 +651,7 @@ def test_the_last_exchange_stays_whole_in_its_sitting_and_is_history_after_a_pau
     exchange = [{"role": "user", "content": "Write the rosin helper for violin bows."}, {"role": "assistant", "content": f"Here:\n{code}"}]
     history = [*conversation(20), exchange[0]]
     thread = _thread()
+    upstream.script(Reply(content=exchange[1]["content"]))  # the gateway's own answer: the exchange is dated 10:00
     _client(paged, thread, **{"X-PCP-Time": "2024-03-01T10:00:00"}).chat.completions.create(model="fake-model", messages=history)  # type: ignore[arg-type]
     messages = _ask([*history, exchange[1]], "Which rosin setting did bow_17 get?")
     assert TokenCounter().count_messages(exchange) > BUDGET // 4
