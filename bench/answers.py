@@ -1,49 +1,45 @@
 """Answer quality with a real small model: the client's whole history, the gateway at a budget, BM25 chunks at the
-same budget — one fixed, seeded question set, asked at temperature 0.
+same budget — one fixed, seeded question set over four conversation shapes, asked at temperature 0.
 
 The model is the local one (``scripts/local-model``: llama.cpp's llama-server with Qwen2.5-Coder-1.5B-Instruct);
 this starts its own server on a free loopback port (``--threads``, ``--ctx``; one slot, so llama.cpp's prompt cache
 keeps one conversation's long prefix between its questions) unless ``--llama-url`` names a running one.
 
-Question set (fixed, seeded): LoCoMo temporal and single-hop questions from the conversation with the smallest
-history (``--locomo-conversation``) — one conversation, so the full-history prefix is read once and then cached —
-and a stratified seeded subset of LongMemEval_S development questions of every type (``bench.datasets``).
+Question set (`bench.answer_set`): ``--questions N`` (default 60) stratified by shape (LoCoMo, its messaging
+variant, a REALTALK chat, LongMemEval_S development questions) and by each shape's kinds, with a fixed seed; the
+questions of a shape share one conversation, so its full history and its replayed thread serve them all.
 
 Ways, each answering the same user message (the question and "Answer in a few words."):
 
 * ``full``: every history message as the client has it, each session opened by a system line with its date, then
-  the question; only where it fits the model's window (a LongMemEval history, ~115k tokens, never does: marked
-  ``n/a``);
+  the question; only where it fits the model's window (a LongMemEval history, ~115k tokens, never does: ``n/a``);
 * ``gateway-B``: the real gateway (``python -m gateway serve``, embedded Redis in a temp dir). Each conversation is
   replayed first, exactly as ``bench/evidence_recall.py`` does it (one request per session with the history so
   far and the session's date as ``X-PCP-Time``) but against the scripted upstream, so ingest costs no model time;
-  then the question is asked of the real model with ``X-PCP-Budget: B``, Consult rounds and all;
+  then the question is asked of the real model with ``X-PCP-Budget: B``, Consult rounds and all (the rounds and
+  Consult calls are read from ``x-pcp-rounds`` and ``x-pcp-consults``);
 * ``bm25-B``: the BM25 chunks of ``bench/baselines.py`` that fit B with the question, in conversation order, each
   chunk a user message opened by its session's date, then the question.
 
-Scores: token F1 (SQuAD normalisation) and *appears* (every content word of the gold answer is in the answer),
-dates compared as dates: "12 January, 2024", "January 12, 2024" and "2024-01-12" are the same token. Tokens are the
-model's own prompt tokens (llama-server's usage, summed over a request's rounds); time is wall time per answer.
+Scores (`bench.answer_scoring`): the judge-free exact-answer score (dates as dates at the gold's grain, numbers as
+numbers, lists as sets), token F1, and whether every gold word appears; each way against the gateway question by
+question: the mean difference and its bootstrap 95% interval (seeded). Tokens are the model's own prompt tokens
+(llama-server's usage, summed over a request's rounds); time is wall time per answer.
 
 Run from the repository root (the model installed with ``scripts/local-model install``):
 
-    .venv/bin/python -m bench.answers [--questions N] [--ways full,gateway,bm25] [--budgets 2000] [--write-docs]
+    .venv/bin/python -m bench.answers [--questions N] [--shapes ...] [--ways full,gateway,bm25] [--budgets 2000] [--write-docs]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import lzma
 import os
-import re
 import signal
-import string
 import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -56,8 +52,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.baselines import COUNTER, Baselines  # noqa: E402
-from bench.datasets import (LOCOMO_DATA, LONGMEMEVAL_DATA, Conversation, Question, Turn,  # noqa: E402
-                            load_locomo, load_longmemeval)
+from bench.answer_scoring import appears, exact, f1, normalize_dates, paired, tokens  # noqa: E402,F401
+from bench.answer_set import SHAPES, Item, question_set  # noqa: E402
+from bench.datasets import Conversation, Question, Turn  # noqa: E402
 from bench.evidence_recall import history_messages  # noqa: E402
 from bench.recall_report import replace_between  # noqa: E402
 
@@ -66,116 +63,13 @@ MARKERS = ("<!-- answers:begin -->", "<!-- answers:end -->")  # what --write-doc
 MODEL = "qwen-local"
 ALIAS = "qwen2.5-coder-1.5b"
 ASK = "Answer in a few words."
-LOCOMO_KINDS = ("2 temporal", "4 single-hop")
+QUESTIONS = 60
 MAX_TOKENS = 48
 OUTPUT_MARGIN = 256  # tokens of the window left for the answer when deciding whether the full history fits
 
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-# --- scoring -----------------------------------------------------------------------------------------------
-
-_MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-           "november", "december"]
-_MONTH = r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
-_DATE_PATTERNS = [
-    (re.compile(r"\b(\d{4})[-/](\d{1,2})[-/](\d{1,2})\b"), ("y", "m", "d")),
-    (re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH},?\s+(\d{{4}})\b", re.I), ("d", "M", "y")),
-    (re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.I), ("M", "d", "y")),
-    (re.compile(rf"\b{_MONTH},?\s+(\d{{4}})\b", re.I), ("M", "y")),
-]
-
-
-def _month(name: str) -> int:
-    return next(i for i, m in enumerate(_MONTHS, 1) if m.startswith(name.lower().rstrip(".")[:3]))
-
-
-def normalize_dates(text: str) -> str:
-    """Dates written in any of the usual ways become one token: 2024-01-12, or 2024-01 for a month."""
-    for pattern, order in _DATE_PATTERNS:
-        def iso(m: re.Match[str], order: tuple[str, ...] = order) -> str:
-            parts = dict(zip(order, m.groups()))
-            month = int(parts["m"]) if "m" in parts else _month(parts["M"])
-            day = f"-{int(parts['d']):02d}" if "d" in parts else ""
-            return f" {int(parts['y']):04d}-{month:02d}{day} "
-        text = pattern.sub(iso, text)
-    return text
-
-
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCT = str.maketrans({c: " " for c in string.punctuation if c != "-"})
-
-
-def tokens(text: str) -> list[str]:
-    text = normalize_dates(str(text)).lower().translate(_PUNCT)
-    return [t.strip("-") for t in _ARTICLES.sub(" ", text).split() if t.strip("-")]
-
-
-def f1(answer: str, gold: str) -> float:
-    a, g = tokens(answer), tokens(gold)
-    common = sum((Counter(a) & Counter(g)).values())
-    if not a or not g or not common:
-        return 0.0
-    p, r = common / len(a), common / len(g)
-    return 2 * p * r / (p + r)
-
-
-_STOP = frozenset("a an the of on in at to and or is was were be by for from as with it its that this he she they his her their".split())
-
-
-def appears(answer: str, gold: str) -> bool:
-    needed = [t for t in tokens(gold) if t not in _STOP] or tokens(gold)
-    have = set(tokens(answer))
-    return bool(needed) and all(t in have for t in needed)
-
-
-# --- the question set --------------------------------------------------------------------------------------
-
-@dataclass
-class Item:
-    conv: Conversation
-    question: Question
-    gold: str
-
-
-def locomo_answers(path: Path) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for sample in json.loads(path.read_text(encoding="utf-8")):
-        for qi, qa in enumerate(sample["qa"]):
-            out[f"{sample['sample_id']}/q{qi}"] = str(qa.get("answer", ""))
-    return out
-
-
-def longmemeval_answers(path: Path) -> dict[str, str]:
-    with lzma.open(path, "rt", encoding="utf-8") as fh:
-        return {str(it["question_id"]): str(it["answer"]) for it in json.load(fh)}
-
-
-def question_set(n: int, locomo_share: float, conversation: str | None) -> list[Item]:
-    """The first ceil(share * n) LoCoMo temporal/single-hop questions of one conversation (alternating the two
-    kinds, in file order) and a seeded stratified subset of the LongMemEval questions for the rest."""
-    locomo = load_locomo(LOCOMO_DATA)
-    if conversation:
-        conv = next(c for c in locomo.conversations if c.id == conversation)
-    else:  # the smallest history: its full prefix is the cheapest to read once
-        conv = min(locomo.conversations, key=lambda c: sum(len(t.text) for t in c.turns))
-    gold = locomo_answers(LOCOMO_DATA)
-    want = -(-int(n * locomo_share * 100) // 100)
-    by_kind = {k: [q for q in conv.questions if q.category == k] for k in LOCOMO_KINDS}
-    picked: list[Question] = []
-    while len(picked) < want and any(by_kind.values()):
-        for k in LOCOMO_KINDS:
-            if by_kind[k] and len(picked) < want:
-                picked.append(by_kind[k].pop(0))
-    items = [Item(conv, q, gold[q.id]) for q in picked]
-    rest = n - len(items)
-    if rest > 0:
-        lme = load_longmemeval(LONGMEMEVAL_DATA, rest)
-        answers = longmemeval_answers(LONGMEMEVAL_DATA)
-        items += [Item(c, c.questions[0], answers[c.id]) for c in lme.conversations]
-    return items
 
 
 # --- the ways ----------------------------------------------------------------------------------------------
@@ -209,6 +103,17 @@ def bm25_messages(base: Baselines, conv: Conversation, q: Question, question: st
             {"role": "user", "content": question}]
 
 
+@dataclass(frozen=True)
+class Reply:
+    """One answer as the server gave it: its text, the prompt tokens, rounds and Consult calls, or an error."""
+
+    text: str = ""
+    prompt_tokens: int = 0
+    rounds: int = 1
+    consults: int = 0
+    error: str = ""
+
+
 @dataclass
 class Result:
     way: str
@@ -218,6 +123,7 @@ class Result:
     seconds: float
     rounds: int = 1
     error: str = ""
+    consults: int = 0
 
     @property
     def f1(self) -> float:
@@ -226,6 +132,10 @@ class Result:
     @property
     def appears(self) -> bool:
         return appears(self.answer, self.item.gold)
+
+    @property
+    def exact(self) -> float:
+        return exact(self.answer, self.item.gold)
 
 
 @dataclass
@@ -236,27 +146,26 @@ class Runner:
     client: Any = None
     results: list[Result] = field(default_factory=list)
 
-    def chat(self, url: str, model: str, messages: list[dict[str, str]], headers: Mapping[str, str] | None = None
-             ) -> tuple[str, int, int, str]:
+    def chat(self, url: str, model: str, messages: list[dict[str, str]], headers: Mapping[str, str] | None = None) -> Reply:
         body = {"model": model, "messages": messages,
                 "temperature": 0, "max_tokens": MAX_TOKENS}
         try:
             r = self.client.post(url + "/chat/completions", json=body, headers=dict(headers or {}), timeout=self.timeout)
         except Exception as exc:  # a timeout or a dropped connection is a result, not a crash of the run
-            return "", 0, 0, f"{type(exc).__name__}: {exc}"[:200]
+            return Reply(rounds=0, error=f"{type(exc).__name__}: {exc}"[:200])
         if r.status_code != 200:
-            return "", 0, 0, f"HTTP {r.status_code}: {r.text[:200]}"
+            return Reply(rounds=0, error=f"HTTP {r.status_code}: {r.text[:200]}")
         data = r.json()
-        text = (data["choices"][0]["message"].get("content") or "").strip()
-        rounds = int(r.headers.get("x-pcp-rounds", "1"))
-        return text, int((data.get("usage") or {}).get("prompt_tokens", 0)), rounds, ""
+        return Reply((data["choices"][0]["message"].get("content") or "").strip(),
+                     int((data.get("usage") or {}).get("prompt_tokens", 0)), int(r.headers.get("x-pcp-rounds", "1")),
+                     int(r.headers.get("x-pcp-consults", "0")))
 
-    def record(self, way: str, item: Item, call: tuple[str, int, int, str], t0: float) -> None:
-        text, used, rounds, error = call
-        res = Result(way, item, text, used, time.perf_counter() - t0, rounds, error)
+    def record(self, way: str, item: Item, reply: Reply, t0: float) -> None:
+        res = Result(way, item, reply.text, reply.prompt_tokens, time.perf_counter() - t0, reply.rounds, reply.error,
+                     reply.consults)
         self.results.append(res)
-        log(f"  {way:>12} {item.question.id}: F1 {res.f1:.2f} {'+' if res.appears else '-'} {used} tok "
-            f"{res.seconds:.0f}s {rounds}r {error or repr(text[:80])}")
+        log(f"  {way:>12} {item.key}: exact {res.exact:.0f} F1 {res.f1:.2f} {reply.prompt_tokens} tok "
+            f"{res.seconds:.0f}s {reply.rounds}r {reply.consults}c {reply.error or repr(reply.text[:80])}")
 
 
 class GatewayWay:
@@ -279,26 +188,30 @@ class GatewayWay:
         log(f"starting the gateway (embedded Redis in {tmp}) ...")
         self.gw.start(timeout=300.0)
         self.replayed: set[str] = set()
+        self.replay_seconds = 0.0
 
-    def headers(self, conv: Conversation, when: datetime) -> dict[str, str]:
-        return {"X-PCP-Thread": f"answers-{conv.id}", "X-PCP-Time": when.isoformat()}
+    def headers(self, item: Item, when: datetime) -> dict[str, str]:
+        return {"X-PCP-Thread": f"answers-{item.thread}", "X-PCP-Time": when.isoformat()}
 
-    def replay(self, client: Any, conv: Conversation) -> None:
-        if conv.id in self.replayed:
+    def replay(self, client: Any, item: Item) -> None:
+        """Replay the item's conversation into its thread, once per shape and conversation."""
+        if item.thread in self.replayed:
             return
+        t0 = time.perf_counter()
         history: list[Turn] = []
-        for when, turns in conv.sessions:
+        for when, turns in item.conv.sessions:
             history.extend(turns)
             self.fake.reset()
-            client.post(self.gw.base_url + "/chat/completions", headers=self.headers(conv, when), timeout=600,
+            client.post(self.gw.base_url + "/chat/completions", headers=self.headers(item, when), timeout=600,
                         json={"model": "fake-model", "messages": history_messages(history)})
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
-            r = client.get(f"{self.gw.root_url}/pcp/threads/answers-{conv.id}", headers=self.headers(conv, conv.question_time))
+            r = client.get(f"{self.gw.root_url}/pcp/threads/answers-{item.thread}", headers=self.headers(item, item.conv.question_time))
             if r.status_code != 200 or not (r.json() or {}).get("pending_jobs", 0):
                 break
             time.sleep(0.2)
-        self.replayed.add(conv.id)
+        self.replayed.add(item.thread)
+        self.replay_seconds += time.perf_counter() - t0
 
 
 @contextmanager
@@ -339,43 +252,67 @@ def llama_server(url: str | None, threads: int, ctx: int) -> Iterator[str]:
 
 # --- the report --------------------------------------------------------------------------------------------
 
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
 def summary(results: Sequence[Result], ways: Sequence[str], items: Sequence[Item]) -> str:
-    lines = ["| way | answered | token F1 | gold words appear | prompt tokens / answer | s / answer | errors |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| way | answered | exact answer | token F1 | gold words appear | prompt tokens / answer | s / answer | "
+             "rounds / answer | answers after a Consult | Consult calls | errors |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for way in ways:
         rs = [r for r in results if r.way == way]
         if not rs:
             continue
         ok = [r for r in rs if not r.error]
         n = len(rs)
-        lines.append(f"| {way} | {n}/{len(items)} | {sum(r.f1 for r in rs) / n:.3f} | "
-                     f"{sum(r.appears for r in rs)}/{n} | {sum(r.prompt_tokens for r in ok) / max(len(ok), 1):,.0f} | "
-                     f"{sum(r.seconds for r in rs) / n:.1f} | {n - len(ok)} |")
+        lines.append(f"| {way} | {n}/{len(items)} | {_mean([r.exact for r in rs]):.3f} | {_mean([r.f1 for r in rs]):.3f} | "
+                     f"{sum(r.appears for r in rs)}/{n} | {_mean([r.prompt_tokens for r in ok]):,.0f} | "
+                     f"{_mean([r.seconds for r in rs]):.1f} | {_mean([r.rounds for r in ok]):.2f} | "
+                     f"{sum(r.consults > 0 for r in rs)} | {sum(r.consults for r in rs)} | {n - len(ok)} |")
     return "\n".join(lines)
 
 
-def paired(results: Sequence[Result], ways: Sequence[str]) -> str:
-    """Each way against full history on the questions both answered (LoCoMo only: full fits nowhere else)."""
-    full = {r.item.question.id: r for r in results if r.way == "full"}
-    if not full:
-        return ""
-    lines = ["| way | questions | its F1 | full history F1 | its tokens / full's |", "|---|---:|---:|---:|---:|"]
-    for way in ways:
-        if way == "full":
-            continue
-        rs = [r for r in results if r.way == way and r.item.question.id in full]
-        if rs:
-            mine = sum(r.f1 for r in rs) / len(rs)
-            theirs = sum(full[r.item.question.id].f1 for r in rs) / len(rs)
-            share = sum(r.prompt_tokens for r in rs) / max(sum(full[r.item.question.id].prompt_tokens for r in rs), 1)
-            lines.append(f"| {way} | {len(rs)} | {mine:.3f} | {theirs:.3f} | {share:.1%} |")
+def by_shape(results: Sequence[Result], ways: Sequence[str], items: Sequence[Item]) -> str:
+    """Exact-answer score and token F1 of each way, per shape and kind."""
+    lines = ["| shape | kind | questions | " + " | ".join(ways) + " |", "|---|---|---:|" + "---|" * len(ways)]
+    by = {(r.way, r.item.key): r for r in results}
+    groups: dict[tuple[str, str], list[Item]] = {}
+    for it in items:
+        groups.setdefault((it.shape, it.question.category), []).append(it)
+    for (shape, kind), group in groups.items():
+        cells = []
+        for way in ways:
+            rs = [by[(way, it.key)] for it in group if (way, it.key) in by]
+            cells.append(f"{_mean([r.exact for r in rs]):.2f} / {_mean([r.f1 for r in rs]):.2f}" if rs else "n/a")
+        lines.append(f"| {shape} | {kind} | {len(group)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def comparisons(results: Sequence[Result], ways: Sequence[str]) -> str:
+    """Each gateway way against each other way, question by question, on the questions both answered."""
+    by = {(r.way, r.item.key): r for r in results}
+    lines = ["| gateway against | questions | exact: mean difference [95% interval] | better / worse / same | "
+             "token F1: mean difference [95% interval] | better / worse / same | its prompt tokens / theirs |",
+             "|---|---:|---|---:|---|---:|---:|"]
+    for mine in (w for w in ways if w.startswith("gateway")):
+        for other in (w for w in ways if w != mine):
+            keys = [k for (w, k) in by if w == mine and (other, k) in by]
+            if not keys:
+                continue
+            a, b = [by[(mine, k)] for k in keys], [by[(other, k)] for k in keys]
+            ex, fs = paired([r.exact for r in a], [r.exact for r in b]), paired([r.f1 for r in a], [r.f1 for r in b])
+            share = sum(r.prompt_tokens for r in a) / max(sum(r.prompt_tokens for r in b), 1)
+            lines.append(f"| {mine} vs {other} | {len(keys)} | {ex.mean:+.3f} [{ex.low:+.3f}, {ex.high:+.3f}] | "
+                         f"{ex.better} / {ex.worse} / {ex.tied} | {fs.mean:+.3f} [{fs.low:+.3f}, {fs.high:+.3f}] | "
+                         f"{fs.better} / {fs.worse} / {fs.tied} | {share:.1%} |")
     return "\n".join(lines)
 
 
 def per_question(results: Sequence[Result], ways: Sequence[str], items: Sequence[Item]) -> str:
     head = "| question | kind | gold | " + " | ".join(ways) + " |"
     lines = [head, "|" + "---|" * (3 + len(ways))]
-    by = {(r.way, r.item.question.id): r for r in results}
+    by = {(r.way, r.item.key): r for r in results}
 
     def cell(r: Result | None) -> str:
         if r is None:
@@ -383,14 +320,27 @@ def per_question(results: Sequence[Result], ways: Sequence[str], items: Sequence
         if r.error:
             return f"error ({r.error[:40]})".replace("|", "/")
         text = " ".join(r.answer.split())[:70].replace("|", "/")
-        return f"{r.f1:.2f}{' ✓' if r.appears else ''} {r.rounds}r: {text}"
+        consults = f" {r.consults}c" if r.consults else ""
+        return f"{r.f1:.2f}{' =' if r.exact else ''} {r.rounds}r{consults}: {text}"
 
     for it in items:
         q = it.question
-        lines.append(f"| {q.id}: {' '.join(q.text.split())[:80].replace('|', '/')} | {q.category} | "
+        lines.append(f"| {it.key}: {' '.join(q.text.split())[:80].replace('|', '/')} | {q.category} | "
                      f"{' '.join(it.gold.split())[:50].replace('|', '/')} | "
-                     + " | ".join(cell(by.get((w, q.id))) for w in ways) + " |")
+                     + " | ".join(cell(by.get((w, it.key))) for w in ways) + " |")
     return "\n".join(lines)
+
+
+def report(results: Sequence[Result], columns: Sequence[str], items: Sequence[Item]) -> str:
+    return (f"{summary(results, columns, items)}\n\n"
+            "Each way against the gateway, per question (bootstrap over the questions, 10,000 resamples, seed 45; "
+            "a difference within 0.05 counts as the same):\n\n"
+            f"{comparisons(results, columns)}\n\n"
+            "Per shape and kind (exact answer / token F1):\n\n"
+            f"{by_shape(results, columns, items)}\n\n### Per question\n\n"
+            "Each cell: token F1, = when the exact-answer score is 1, the request's rounds (r) and Consult calls (c), "
+            "the answer's start.\n\n"
+            f"{per_question(results, columns, items)}\n")
 
 
 def asked(item: Item) -> str:
@@ -410,10 +360,9 @@ def write_docs(path: Path, body: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--questions", type=int, default=40, help="size of the fixed question set (default 40)")
-    parser.add_argument("--locomo-share", type=float, default=0.6, help="share of LoCoMo questions (default 0.6)")
-    parser.add_argument("--locomo-conversation", default=None, help="LoCoMo sample id (default: the smallest)")
-    parser.add_argument("--only", default="", help="comma-separated question ids of the set to ask (a subset)")
+    parser.add_argument("--questions", type=int, default=QUESTIONS, help=f"size of the fixed question set (default {QUESTIONS})")
+    parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated, of {', '.join(SHAPES)}")
+    parser.add_argument("--only", default="", help="comma-separated question keys of the set to ask (shape:id, a subset)")
     parser.add_argument("--ways", default="full,gateway,bm25", help="comma-separated, of full, gateway, bm25")
     parser.add_argument("--budgets", default="2000", help="comma-separated token budgets (gateway and bm25)")
     parser.add_argument("--llama-url", default=os.environ.get("PCP_LOCAL_MODEL_URL"), help="a running llama-server")
@@ -430,62 +379,66 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"--write-docs: cannot read {args.docs} ({exc.strerror}); nothing was asked")
         if not marked:
             parser.error(f"--write-docs: {args.docs} lacks the markers {MARKERS}; nothing was asked")
+    shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
+    if not shapes or any(s not in SHAPES for s in shapes):
+        parser.error(f"--shapes: choose from {', '.join(SHAPES)}")
     import httpx
 
     ways = [w.strip() for w in args.ways.split(",") if w.strip()]
     budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
-    items = question_set(args.questions, args.locomo_share, args.locomo_conversation)
+    items = question_set(args.questions, shapes)
     if args.only:
         wanted = set(args.only.split(","))
-        items = [it for it in items if it.question.id in wanted]
+        items = [it for it in items if it.key in wanted]
     columns = [w for w in ways if w == "full"] + [f"{w}-{b}" for w in ways if w != "full" for b in budgets]
-    log(f"{len(items)} questions ({sum(it.conv.id.startswith('conv-') for it in items)} LoCoMo), ways {columns}")
+    log(f"{len(items)} questions ({', '.join(f'{s}: {sum(it.shape == s for it in items)}' for s in shapes)}), ways {columns}")
     started = time.perf_counter()
+    replay_seconds = 0.0
     with ExitStack() as stack:
         llama = stack.enter_context(llama_server(args.llama_url, args.threads, args.ctx))
         runner = Runner(llama, args.ctx, args.timeout, stack.enter_context(httpx.Client()))
         gateway = GatewayWay(stack, llama) if "gateway" in ways else None
-        baselines: dict[str, Baselines] = {}
-        # grouped by conversation, and within one by way: llama-server has one slot, so a conversation's full
-        # history stays in its prompt cache only while its full-history questions follow one another (a gateway or
-        # BM25 request in between replaces it, and the next full question would read the whole history again)
-        by_conversation: dict[str, list[Item]] = {}
-        for it in sorted(items, key=lambda i: (i.conv.id, i.question.id)):
-            by_conversation.setdefault(it.conv.id, []).append(it)
-        for group in by_conversation.values():
+        # grouped by thread (a shape's conversation), and within one by way: llama-server has one slot, so a
+        # conversation's full history stays in its prompt cache only while its full-history questions follow one
+        # another (a gateway or BM25 request in between replaces it, and the next would read it all again)
+        by_thread: dict[str, list[Item]] = {}
+        for it in items:
+            by_thread.setdefault(it.thread, []).append(it)
+        for group in by_thread.values():
             conv = group[0].conv
             for it in group if "full" in ways else ():
-                log(f"[{it.question.id}] {it.question.text}  (gold: {it.gold})")
+                log(f"[{it.key}] {it.question.text}  (gold: {it.gold})")
                 messages = full_messages(conv, asked(it))
                 if COUNTER.count_messages(messages) * 1.15 + OUTPUT_MARGIN > args.ctx:  # Qwen's tokens run ~10% above cl100k's
-                    log(f"  {'full':>12} {it.question.id}: n/a ({COUNTER.count_messages(messages):,} tokens > window {args.ctx:,})")
+                    log(f"  {'full':>12} {it.key}: n/a ({COUNTER.count_messages(messages):,} tokens > window {args.ctx:,})")
                 else:
                     t0 = time.perf_counter()
                     runner.record("full", it, runner.chat(llama + "/v1", ALIAS, messages), t0)
+            base = Baselines(conv) if "bm25" in ways else None
             for budget in budgets:
                 if gateway is not None:
                     for it in group:
-                        log(f"[{it.question.id}] {it.question.text}  (gold: {it.gold})")
-                        gateway.replay(runner.client, conv)
+                        log(f"[{it.key}] {it.question.text}  (gold: {it.gold})")
+                        gateway.replay(runner.client, it)
                         t0 = time.perf_counter()
-                        headers = {**gateway.headers(conv, conv.question_time), "X-PCP-Budget": str(budget)}
+                        headers = {**gateway.headers(it, conv.question_time), "X-PCP-Budget": str(budget)}
                         messages = [*history_messages(conv.turns), {"role": "user", "content": asked(it)}]
                         runner.record(f"gateway-{budget}", it, runner.chat(gateway.gw.base_url, MODEL, messages, headers), t0)
-                for it in group if "bm25" in ways else ():
-                    base = baselines.setdefault(conv.id, Baselines(conv))
+                for it in group if base is not None else ():
+                    assert base is not None
                     t0 = time.perf_counter()
                     messages = bm25_messages(base, conv, it.question, asked(it), budget)
                     runner.record(f"bm25-{budget}", it, runner.chat(llama + "/v1", ALIAS, messages), t0)
+        replay_seconds = gateway.replay_seconds if gateway is not None else 0.0
     results = runner.results
-    table = summary(results, columns, items)
-    report = (f"{table}\n\n{paired(results, columns)}\n\n### Per question\n\n"
-              "Each cell: token F1, ✓ when every gold word appears, the request's rounds (r), the answer's start.\n\n"
-              f"{per_question(results, columns, items)}\n")
-    print(report)
-    log(f"done in {(time.perf_counter() - started) / 60:.1f} min")
+    minutes = (time.perf_counter() - started) / 60
+    body = report(results, columns, items)
+    print(body)
+    log(f"done in {minutes:.1f} min (replays into the gateway: {replay_seconds / 60:.1f} min)")
     if args.write_docs:
         command = ".venv/bin/python -m bench.answers " + " ".join(argv if argv is not None else sys.argv[1:])
-        write_docs(args.docs, f"Command: `{command}` (run {datetime.now().astimezone():%Y-%m-%d %H:%M %Z})\n\n{report}")
+        write_docs(args.docs, f"Command: `{command}` (run {datetime.now().astimezone():%Y-%m-%d %H:%M %Z}; "
+                              f"{minutes:.1f} minutes, {replay_seconds / 60:.1f} of them replaying into the gateway)\n\n{body}")
         log(f"wrote {args.docs}")
     return 0
 

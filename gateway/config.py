@@ -115,6 +115,7 @@ class PcpSettings(_Strict):
     recent_turns: int = Field(default=2, ge=0)
     raw_form: bool = True  # a thread that fits the budget and paging would not shrink goes upstream as sent
     max_rounds: int = Field(default=4, ge=1)
+    zoom_round_tokens: int = Field(default=256, ge=0)
     trace_limit: int = Field(default=20, ge=0)
     router_model: str | None = None
     router_timeout_ms: int = Field(default=1500, gt=0)

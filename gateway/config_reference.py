@@ -59,6 +59,7 @@ MEANINGS: dict[str, str] = {
     "pcp.recent_turns": "most recent exchanges sent verbatim while short (the last one: while in its sitting)",
     "pcp.raw_form": "a thread that fits the budget, and that paging would not make smaller, goes upstream as sent",
     "pcp.max_rounds": "Consult/Shelve rounds before the model must answer without the zoom tools",
+    "pcp.zoom_round_tokens": "the least `max_tokens` a round offering Consult/Shelve gets, whatever the client asked (its answer is still cut at the client's limit; 0: the client's)",
     "pcp.trace_limit": "reasoning-trace steps kept per thread",
     "pcp.router_model": "a `model_name` that picks Detail / Summary / leave out per shortlisted page; `null`: the heuristic alone",
     "pcp.router_timeout_ms": "the router model's hard limit; past it the heuristic decides",

@@ -315,6 +315,11 @@ class RedisStore:
             await self._claim(thread, claims)
             await self._redis.rpush(self.keys(thread).claims, *claims)
 
+    async def made_claim(self, thread: ThreadKey, claim: str) -> bool:
+        """Whether the thread made the answer ``claim`` (`claim_answer`): the gateway gave that answer in it."""
+        with store_errors():
+            return await self._redis.lpos(self.keys(thread).claims, claim) is not None
+
     async def claimed(self, tenant: str, claims: Sequence[str]) -> list[str | None]:
         """The thread that made each of ``claims`` in the tenant's index, in order (``None``: no thread did;
         `gateway.core.continuation.AMBIGUOUS`: several did)."""

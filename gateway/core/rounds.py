@@ -115,13 +115,14 @@ class ZoomRoundFailed(Exception):
 @dataclass(frozen=True)
 class RoundsOutcome:
     """The end of the loop. ``reply`` is the final assistant message with zoom calls removed; ``touched`` the
-    ids whose view the model's calls changed (cascades included)."""
+    ids whose view the model's calls changed (cascades included); ``consults`` the Consult calls resolved."""
 
     reply: Mapping[str, Any]
     rounds: int
     state: ViewState
     steps: tuple[Step, ...]
     touched: tuple[str, ...] = ()
+    consults: int = 0
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,7 @@ class _Progress:
     touched: dict[str, None] = field(default_factory=dict)
     opened: dict[str, None] = field(default_factory=dict)  # pages Consult opened during this request
     spent: int = 0  # tokens of the nodes Consult opened during this request
+    consults: int = 0  # Consult calls resolved during this request
     # containers opened Unpacked in part (see gateway.core.in_part): the children shown as nodes, the others listed by id
     partial: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # pages opened in Detail in part (see _excerpted): the text their node shows
@@ -251,6 +253,7 @@ def _apply(call: Mapping[str, Any], setup: _Setup, progress: _Progress, gate: _G
         result = shelve(progress.state, setup.tree, args.ids)
     else:
         result, declined = _consult_within(args, setup, progress, gate)
+        progress.consults += 1
         refused = []
         args = ZoomArgs(args.reason, tuple(i for i in args.ids if i not in declined))
     progress.state = result.state
@@ -426,7 +429,8 @@ def zoom_rounds(
             message = _with_text_call((yield ModelCall(_read(messages, zoomed), False, round_number)), names)
             ours, theirs = split_calls(message, names)
         if not ours or not offer or theirs:
-            return RoundsOutcome(_without_zoom(message, theirs), round_number, progress.state, progress.steps, tuple(progress.touched))
+            return RoundsOutcome(_without_zoom(message, theirs), round_number, progress.state, progress.steps, tuple(progress.touched),
+                                 progress.consults)
         results, progress = yield from _answer_zoom_calls(ours, setup, progress)
         conversation.append({"role": "assistant", "content": message.get("content"), "tool_calls": [_replayable(c) for c in ours]})
         conversation.extend(results)

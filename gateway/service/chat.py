@@ -173,10 +173,10 @@ class ChatService:
         context, form, raw_tokens = prepared
         if form is Form.RAW:
             body = await self._upstream.complete(request.model, request.upstream_params())
-            headers = {**pcp_headers(context, form, raw_tokens), "x-pcp-rounds": "1"}
+            headers = {**pcp_headers(context, form, raw_tokens), "x-pcp-rounds": "1", "x-pcp-consults": "0"}
         else:
-            body, rounds = await self._paged.complete(request, context)
-            headers = {**pcp_headers(context), "x-pcp-rounds": str(rounds)}
+            body, rounds, consults = await self._paged.complete(request, context)
+            headers = {**pcp_headers(context), "x-pcp-rounds": str(rounds), "x-pcp-consults": str(consults)}
         choices = body.get("choices")
         await self._answered(thread, choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None)
         return Completion(body=body, headers=headers)
@@ -221,6 +221,7 @@ class ChatService:
                 yield answer.feed(chunk)
             await self._answered(thread, answer.message())
             yield Comment("x-pcp-rounds: 1")
+            yield Comment("x-pcp-consults: 0")
             return
         async for item in self._paged.stream(request, context):
             yield answer.feed(item)

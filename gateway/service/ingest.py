@@ -22,6 +22,7 @@ from gateway.adapters.redis_store import RedisStore, ThreadKey
 from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.config import PcpSettings
 from gateway.core import Block, Page, TokenCounter, message_text, original_page, page_id
+from gateway.core.continuation import answer_claims
 from gateway.core.excerpt import sentences
 from gateway.core.labels import label_shapes, without_labels
 from gateway.core.lexical import term_counts
@@ -118,6 +119,7 @@ class Ingestion:
         self._counter = TokenCounter()  # pages are counted with one tokenizer whatever model a request names
         self._splits = SplitCache()
         self._layouts: Lru[str, _KeptLayout] = Lru(LAYOUTS_KEPT)  # per thread, its last layout
+        self._sitting = settings.idle_flush_minutes * 60  # the quiet time that ends a sitting (ContextBuilder._same_sitting)
         markers = settings.client_markers()  # the built-in client profiles' and the config's
         self._pins, self._preamble = markers.pins, markers.preamble
 
@@ -180,6 +182,8 @@ class Ingestion:
         fresh: dict[str, tuple[Page, Block, Matched]] = {}
         count = self._counter.count
         asked = _asked_at(blocks, ids, missing, snapshot.asked if snapshot is not None else None, now)
+        if missing and asked[1] >= 0 and await self._replied_later(thread, blocks[asked[1]], asked[0], now):
+            asked = (asked[0], asked[1] - 1)  # the exchange is this request's; the ones before it stay the question's
         for position, (block, block_id) in enumerate(zip(blocks, ids) if missing else ()):  # (nothing new: no walk)
             if block_id in missing and block_id not in fresh:
                 # pages sealed by one request share its time (the exchange a previous request asked, and those
@@ -221,6 +225,17 @@ class Ingestion:
         added = await self._store.add_pages(thread, new, now.timestamp(), snapshot)
         stored = set(added)
         return ids, added, tuple(page for page in pages if page.id in stored)
+
+    async def _replied_later(self, thread: ThreadKey, block: Block, asked: datetime, now: datetime) -> bool:
+        """Whether ``block``'s reply, first carried by this request, was written in a later sitting than its
+        question (asked at ``asked``): a two-person chat replayed as one thread, whose other speaker opens the next
+        session, or a reply written a day later. Then the exchange is dated by this request, the sitting its reply
+        belongs to. A reply the gateway itself gave in the thread (its answer claim, `gateway.core.continuation`)
+        was written when its question was asked, however late the client sends it back."""
+        if (now - asked).total_seconds() <= self._sitting:
+            return False
+        claims = answer_claims(block.reply_text, ())
+        return bool(claims) and not await self._store.made_claim(thread, claims[0])
 
     async def store_history(
         self, thread: ThreadKey, messages: Sequence[Mapping[str, Any]], now: datetime, *, store: bool = True,

@@ -17,10 +17,11 @@ from typing import Any
 from gateway.adapters.redis_store import RedisStore
 from gateway.adapters.upstream import Upstream
 from gateway.config import PcpSettings
-from gateway.core import View, settle
+from gateway.core import TokenCounter, View, settle
 from gateway.core.form import Form
 from gateway.core.rounds import ModelCall, NeedPages, RoundsOutcome, ZoomRoundFailed, zoom_rounds
 from gateway.errors import UpstreamServerError
+from gateway.service.answer_limit import StreamCut, client_limit, cut_answer, raise_limit
 from gateway.service.context import PagedContext
 from gateway.service.request import ChatRequest
 from gateway.service.stream_items import KEEPALIVE, Comment, StreamItem
@@ -33,6 +34,11 @@ log = logging.getLogger("gateway.paged")
 KEEPALIVE_SECONDS = 5.0
 _TEMPLATE_KEYS = ("id", "object", "created", "model", "system_fingerprint")
 _OWN_STREAM_KEYS = ("stream", "stream_options")
+
+
+def _usage_of(usage: Any, key: str) -> int | None:
+    value = usage.get(key) if isinstance(usage, Mapping) else None
+    return value if isinstance(value, int) else None
 
 
 def pcp_headers(context: PagedContext, form: Form = Form.PAGED, raw_tokens: int | None = None) -> dict[str, str]:
@@ -104,6 +110,8 @@ class PagedChat:
 
     def _params(self, request: ChatRequest, context: PagedContext, call: ModelCall, stream: bool) -> dict[str, Any]:
         params = {k: v for k, v in request.params.items() if k not in _OWN_STREAM_KEYS}
+        if call.offer_zoom:  # a zoom call needs room the client's answer limit may not leave (gateway.service.answer_limit)
+            raise_limit(params, self._settings.zoom_round_tokens)
         client_tools = list(request.params.get("tools") or [])
         tools = client_tools + (list(context.zoom_tools) if call.offer_zoom else [])
         if tools:
@@ -133,8 +141,13 @@ class PagedChat:
         new_steps = outcome.steps[len(context.steps) :] if outcome.steps[: len(context.steps)] == context.steps else outcome.steps
         await self._store.save_focus(context.thread, settled, new_steps, self._settings.trace_limit)
 
-    async def complete(self, request: ChatRequest, context: PagedContext) -> tuple[dict[str, Any], int]:
-        """The client's JSON response and the number of upstream calls it took."""
+    def _raised(self, request: ChatRequest, call: ModelCall) -> int | None:
+        """The client's answer limit when ``call``'s round is sent with a larger one; else None."""
+        limit = client_limit(request.params)
+        return limit if call.offer_zoom and limit is not None and limit < self._settings.zoom_round_tokens else None
+
+    async def complete(self, request: ChatRequest, context: PagedContext) -> tuple[dict[str, Any], int, int]:
+        """The client's JSON response, the number of upstream calls it took and the Consult calls resolved."""
         rounds = self._rounds(request, context)
         effect = next(rounds)
         usage: dict[str, int] = {}
@@ -143,6 +156,7 @@ class PagedChat:
             if isinstance(effect, NeedPages):
                 effect = rounds.send(await self._store.pages(context.thread, effect.ids))
                 continue
+            limit = self._raised(request, effect)
             try:
                 body = await self._upstream.complete(request.model, self._params(request, context, effect, stream=False))
             except UpstreamServerError as exc:
@@ -160,10 +174,15 @@ class PagedChat:
         first = dict(choices[0])
         first["message"] = outcome.reply
         first["finish_reason"] = _finish(outcome.reply, choices[0].get("finish_reason"))
+        content = outcome.reply.get("content")
+        if limit is not None and isinstance(content, str) and not outcome.reply.get("tool_calls"):
+            kept = cut_answer(content, limit, TokenCounter.for_model(request.model), _usage_of(body.get("usage"), "completion_tokens"))
+            if kept is not None:  # answered in a zoom round sent with more than the client's limit
+                first["message"], first["finish_reason"] = {**outcome.reply, "content": kept}, "length"
         body = {**body, "choices": [first, *choices[1:]]}
         if usage:
             body["usage"] = {**(body.get("usage") or {}), **usage}
-        return body, outcome.rounds
+        return body, outcome.rounds, outcome.consults
 
     async def stream(self, request: ChatRequest, context: PagedContext) -> AsyncIterator[StreamItem]:
         """Chunks for the client, keep-alive comments between rounds, and a closing comment with the
@@ -178,6 +197,8 @@ class PagedChat:
                 effect = rounds.send(await self._store.pages(context.thread, effect.ids))
                 continue
             round_stream = RoundStream(context.names)
+            limit = self._raised(request, effect)
+            cut = StreamCut(limit, TokenCounter.for_model(request.model)) if limit is not None else None
             quiet_since = time.monotonic()
             told = False  # whether this round's text reached the client (then a failure cannot be asked again)
             try:
@@ -191,6 +212,10 @@ class PagedChat:
                     delta = out["choices"][0]["delta"] if out is not None else {}
                     if sent_role:
                         delta.pop("role", None)
+                    if cut is not None and "content" in delta:
+                        delta["content"] = cut.take(delta["content"])
+                        if not delta["content"]:
+                            delta.pop("content")
                     if out is not None and delta:
                         sent_role = sent_role or "role" in delta
                         told = told or any(key != "role" for key in delta)
@@ -214,11 +239,14 @@ class PagedChat:
         await self._persist(context, outcome)
         _count(request, context, outcome)
         held = outcome.reply.get("content")
+        if cut is not None and round_stream.holding and isinstance(held, str):
+            held = cut.take(held)
         if round_stream.holding and isinstance(held, str) and held:  # not a zoom call after all: the answer
             delta = {"content": held} if sent_role else {"role": "assistant", "content": held}
             yield {**template, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
-        reason = _finish(outcome.reply, round_stream.finish_reason)
+        reason = "length" if cut is not None and cut.cut and not outcome.reply.get("tool_calls") else _finish(outcome.reply, round_stream.finish_reason)
         yield {**template, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": reason}]}
         if request.include_usage:
             yield {**template, "object": "chat.completion.chunk", "choices": [], "usage": usage}
         yield Comment(f"x-pcp-rounds: {outcome.rounds}")
+        yield Comment(f"x-pcp-consults: {outcome.consults}")

@@ -44,3 +44,33 @@ def test_write_docs_to_a_page_it_cannot_write_stops_before_asking(tmp_path: Path
     with pytest.raises(SystemExit) as stopped:
         main(["--write-docs", "--docs", str(doc), "--llama-url", "http://127.0.0.1:9"])  # no server: it must not get that far
     assert stopped.value.code == 2 and "nothing was asked" in capsys.readouterr().err
+
+
+def test_the_question_set_is_fixed_and_stratified_by_shape_and_kind() -> None:
+    from collections import Counter
+
+    from bench.answer_set import KINDS, question_set
+
+    items = question_set(60)
+    assert [it.key for it in items] == [it.key for it in question_set(60)] and len({it.key for it in items}) == 60
+    assert Counter(it.shape for it in items) == {"locomo": 16, "messaging": 14, "realtalk": 15, "longmemeval": 15}
+    for shape, kinds in KINDS.items():
+        assert {it.question.category for it in items if it.shape == shape} == set(kinds)
+        assert len({it.thread for it in items if it.shape == shape}) == 1  # a shape's questions share one thread
+    asked = {it.question.id for it in items if it.shape == "locomo"}
+    assert not asked & {it.question.id for it in items if it.shape == "messaging"}
+    assert len({it.question.category for it in items if it.shape == "longmemeval"}) >= 5 and all(it.gold for it in items)
+
+
+def test_the_report_pairs_each_way_with_the_gateway_question_by_question() -> None:
+    from bench.answer_set import question_set
+    from bench.answers import Result, comparisons, summary
+
+    items = question_set(8, ["locomo"])
+    results = [Result("gateway-2000", it, it.gold, 100, 1.0, 2 if i == 0 else 1, consults=1 if i == 0 else 0) for i, it in enumerate(items)]
+    results += [Result("bm25-2000", it, "no idea" if i < 4 else it.gold, 200, 1.0) for i, it in enumerate(items)]
+    table = comparisons(results, ["gateway-2000", "bm25-2000"])
+    row = next(line for line in table.splitlines() if line.startswith("| gateway-2000 vs bm25-2000"))
+    assert "| 8 | +0.500 [" in row and "| 4 / 0 / 4 |" in row and "| 50.0% |" in row
+    line = next(line for line in summary(results, ["gateway-2000"], items).splitlines() if line.startswith("| gateway-2000"))
+    assert line.startswith("| gateway-2000 | 8/8 | 1.000 | 1.000 | 8/8 |") and line.endswith("| 1.12 | 1 | 1 | 0 |")

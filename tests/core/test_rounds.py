@@ -76,6 +76,7 @@ def test_a_plain_answer_takes_one_round() -> None:
     calls, loads, outcome = drive(rounds(), [assistant(content="hello")])
     assert [c.offer_zoom for c in calls] == [True] and loads == []
     assert outcome.reply == {"role": "assistant", "content": "hello"} and outcome.rounds == 1 and outcome.touched == ()
+    assert outcome.consults == 0
 
 
 def test_consult_opens_the_page_and_the_next_round_only_appends() -> None:
@@ -89,14 +90,14 @@ def test_consult_opens_the_page_and_the_next_round_only_appends() -> None:
     assert "Summary → Detail" in result["content"]
     assert f'<Node id="{A}" type="Original" view="Detail"' in result["content"] and "content of " + A in result["content"]
     assert outcome.state == {A: View.DETAIL} and outcome.touched == (A,) and outcome.rounds == 2
-    assert outcome.steps == (Step("Consult", A, "need it", NOW),)
+    assert outcome.steps == (Step("Consult", A, "need it", NOW),) and outcome.consults == 1
 
 
 def test_shelve_folds_and_renders_the_summary() -> None:
     calls, _, outcome = drive(rounds(state={A: View.DETAIL}), [assistant(call("pcp_shelve", {"reason": "done", "ids": A})), assistant(content="ok")])
     result = calls[1].messages[-1]["content"]
     assert "Detail → Summary" in result and "<Summary>summary of " + A in result
-    assert outcome.state == {} and outcome.touched == (A,)
+    assert outcome.state == {} and outcome.touched == (A,) and outcome.consults == 0  # a Shelve is no Consult
 
 
 def test_unpacking_a_container_shows_its_children() -> None:
@@ -129,6 +130,7 @@ def test_parallel_zoom_calls_get_one_result_each_and_a_page_is_rendered_once() -
     assert first["content"].count("<Node") == 2 and "<Node" not in second["content"]
     assert "already in Detail" in second["content"]
     assert outcome.state == {A: View.DETAIL, B: View.DETAIL} and len(outcome.steps) == 3
+    assert outcome.consults == 2  # calls, not ids: three steps from two calls
 
 
 def node_tokens(page_id: str) -> int:

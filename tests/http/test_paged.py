@@ -189,6 +189,68 @@ def test_consult_is_resolved_by_the_gateway(paged: GatewayProcess, upstream: Fak
     assert node.get("id") == target and node.get("view") == "Detail" and node.find("Content") is not None
 
 
+def _sse(gateway: GatewayProcess, thread: str, body: dict[str, Any]) -> tuple[str, str | None, list[str]]:
+    """A streamed request sent with httpx: the text, the finish reason and the SSE comment lines."""
+    text, reason, comments = "", None, []
+    with httpx.stream("POST", f"{gateway.base_url}/chat/completions", json={**body, "stream": True}, timeout=60,
+                      headers={"Authorization": "Bearer sk-tenant-a", "X-PCP-Thread": thread}) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if line.startswith(":"):
+                comments.append(line[1:].strip())
+            elif line.startswith("data: {"):
+                for choice in json.loads(line[6:]).get("choices") or []:
+                    text += choice["delta"].get("content") or ""
+                    reason = choice.get("finish_reason") or reason
+    return text, reason, comments
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_zoom_round_gets_room_for_its_call_and_the_consults_are_counted(paged: GatewayProcess, upstream: FakeUpstream, stream: bool) -> None:
+    # the client asks for a short answer (max_tokens 20); a Consult call would be cut by it, so the rounds that
+    # offer Consult are sent with pcp.zoom_round_tokens (256); the answer still fits the client's 20
+    upstream.script(_consult_first_summary, _consult_first_summary)
+    body = {"model": "fake-model", "messages": _ask(conversation(30), "Remind me of the fact about tax forms?"), "max_tokens": 20}
+    if stream:
+        text, reason, comments = _sse(paged, _thread(), body)
+        assert "x-pcp-consults: 1" in comments and "x-pcp-rounds: 2" in comments
+    else:
+        raw = _client(paged, _thread()).chat.completions.with_raw_response.create(**body)
+        text, reason = raw.parse().choices[0].message.content, raw.parse().choices[0].finish_reason
+        assert raw.headers["x-pcp-consults"] == "1" and raw.headers["x-pcp-rounds"] == "2"
+    assert text == "The answer, after reading the page." and reason == "stop"
+    first, second = upstream.chat_requests[-2:]
+    assert first.body is not None and second.body is not None
+    assert first.body["max_tokens"] == 256 and second.body["max_tokens"] == 256  # both rounds offered the zoom tools
+    assert {t["function"]["name"] for t in first.body["tools"]} >= {"pcp_consult"}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_answer_given_in_a_zoom_round_is_cut_at_the_clients_limit(paged: GatewayProcess, upstream: FakeUpstream, stream: bool) -> None:
+    long = " ".join(f"word{k}" for k in range(60))
+    upstream.script(Reply(content=long, usage=Usage(prompt_tokens=100, completion_tokens=120)))
+    body = {"model": "fake-model", "messages": _ask(conversation(30), "Remind me of the fact about tax forms?"), "max_tokens": 12}
+    if stream:
+        text, reason, comments = _sse(paged, _thread(), body)
+        assert "x-pcp-consults: 0" in comments
+    else:
+        raw = _client(paged, _thread()).chat.completions.with_raw_response.create(**body)
+        text, reason = raw.parse().choices[0].message.content, raw.parse().choices[0].finish_reason
+        assert raw.headers["x-pcp-consults"] == "0" and raw.headers["x-pcp-rounds"] == "1"
+    sent = upstream.chat_requests[-1].body
+    assert sent is not None and sent["max_tokens"] == 256
+    assert text and long.startswith(text) and TokenCounter().count(text) <= 12 and reason == "length"
+
+
+def test_a_client_limit_above_the_zoom_rounds_floor_is_sent_as_it_is(paged: GatewayProcess, upstream: FakeUpstream) -> None:
+    upstream.script(Reply(content="Fine."))
+    raw = _client(paged, _thread()).chat.completions.with_raw_response.create(
+        model="fake-model", messages=_ask(conversation(30), "Remind me of the fact about tax forms?"), max_completion_tokens=300)  # type: ignore[arg-type]
+    sent = upstream.chat_requests[-1].body
+    assert sent is not None and sent["max_completion_tokens"] == 300 and "max_tokens" not in sent
+    assert raw.parse().choices[0].message.content == "Fine." and raw.parse().choices[0].finish_reason == "stop"
+
+
 def _consult_every_closed_page(recorded: Recorded) -> Reply:
     if recorded.body and any(m["role"] == "tool" for m in recorded.body["messages"]):
         return Reply(content="Read the first.")
@@ -651,6 +713,7 @@ def test_the_last_exchange_stays_whole_in_its_sitting_and_is_history_after_a_pau
     exchange = [{"role": "user", "content": "Write the rosin helper for violin bows."}, {"role": "assistant", "content": f"Here:\n{code}"}]
     history = [*conversation(20), exchange[0]]
     thread = _thread()
+    upstream.script(Reply(content=exchange[1]["content"]))  # the gateway's own answer: the exchange is dated 10:00
     _client(paged, thread, **{"X-PCP-Time": "2024-03-01T10:00:00"}).chat.completions.create(model="fake-model", messages=history)  # type: ignore[arg-type]
     messages = _ask([*history, exchange[1]], "Which rosin setting did bow_17 get?")
     assert TokenCounter().count_messages(exchange) > BUDGET // 4

@@ -101,7 +101,8 @@ def test_items_become_chat_messages(gw: GatewayProcess, upstream: FakeUpstream, 
         {"role": "assistant", "content": "4"},
         {"role": "user", "content": "And 3+3? Quickly."},
     ]
-    assert sent["temperature"] == 0.2 and sent["max_tokens"] == 50
+    # max_output_tokens arrives as max_tokens; the round offers Consult, so it is sent with pcp.zoom_round_tokens (256)
+    assert sent["temperature"] == 0.2 and "tools" in sent and sent["max_tokens"] == 256
 
 
 def test_previous_response_id_rebuilds_the_conversation(gw: GatewayProcess, upstream: FakeUpstream, connect: Connect) -> None:

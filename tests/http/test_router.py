@@ -438,6 +438,28 @@ def test_an_exchange_is_dated_by_the_request_that_asked_it(routed: GatewayProces
     assert all(t <= "2023-03-15T19:00" for t in dated.values())
 
 
+@pytest.mark.parametrize(("replied_at", "dated"), [("2023-03-16T09:00:00Z", "2023-03-16T09:00"), ("2023-03-15T19:10:00Z", "2023-03-15T19:00")])
+def test_a_reply_that_opens_a_later_sitting_is_dated_by_it(routed: GatewayProcess, upstream: FakeUpstream, replied_at: str, dated: str) -> None:
+    """A two-person chat replayed as one thread: the other speaker (the assistant's role) answers the question the
+    next morning, opening that session. The gateway's own answer was something else, so the exchange is dated by
+    the request that first carried the reply; within the sitting (ten minutes later) it keeps the question's time."""
+    thread = "r-" + uuid.uuid4().hex[:8]
+    client = openai.OpenAI(base_url=routed.base_url, api_key="sk-r", max_retries=0)
+    asked = {"role": "user", "content": "Did you find a smoker for the garden?"}
+    messages: list[dict[str, Any]] = [*history()[:4], asked]
+    upstream.reset()
+    upstream.script(Reply(content="I can help you choose one."))
+    client.chat.completions.create(model="fake-model", messages=messages, extra_headers={"X-PCP-Thread": thread, "X-PCP-Time": "2023-03-15T19:00:00Z"})  # type: ignore[arg-type]
+    messages += [{"role": "assistant", "content": "Yes! I got a smoker this morning, an offset one."}, {"role": "user", "content": "Nice, which wood?"}]
+    upstream.script(Reply(content="Hickory."))
+    client.chat.completions.create(model="fake-model", messages=messages, extra_headers={"X-PCP-Thread": thread, "X-PCP-Time": replied_at})  # type: ignore[arg-type]
+    response = httpx.get(f"{routed.root_url}/pcp/threads/{thread}", headers={"Authorization": "Bearer sk-r"})
+    assert response.status_code == 200, response.text
+    pages = response.json()["pages"]
+    assert next(p["timestamp"][:16] for p in pages if "smoker" in p["summary"]) == dated
+    assert all(p["timestamp"][:16] <= "2023-03-15T19:00" for p in pages if "smoker" not in p["summary"])
+
+
 def test_ingest_embeds_the_users_own_words_beside_the_whole_page(fake: FakeUpstream, upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> None:
     import redis
 
