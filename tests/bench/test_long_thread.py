@@ -7,7 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bench import long_thread
+from bench.datasets import LONGMEMEVAL_DATA
 from bench.long_thread import MARKERS, SUMMARY_MARKERS, Step, body_of, build_thread, messages_of, table, write_docs
 
 
@@ -83,6 +86,7 @@ def test_the_report_writes_its_sections_and_plot(tmp_path: Path) -> None:
     assert plot.stat().st_size > 5_000
 
 
+@pytest.mark.skipif(not LONGMEMEVAL_DATA.exists(), reason=f"LongMemEval is not at {LONGMEMEVAL_DATA}")
 def test_quick_mode_measures_two_small_steps_through_the_gateway(tmp_path: Path) -> None:
     out = tmp_path / "steps.json"
     assert long_thread.main(["--quick", "--json", str(out)]) == 0
