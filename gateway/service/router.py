@@ -57,7 +57,7 @@ log = logging.getLogger("gateway.router")
 
 # Measured on LoCoMo (bench/evidence_recall.py and a page-ranking sweep over all ten conversations): lexical
 # 0.6 / semantic 0.4 ranks evidence slightly better than 0.4 / 0.6; BM25 alone or MiniLM alone is clearly worse
-# than the blend (the rule audit of docs/benchmarks.md: without either, every shape loses).
+# than the blend (the rule audit of docs/benchmarks.md).
 LEXICAL_WEIGHT = 0.6
 SEMANTIC_WEIGHT = 0.4
 WINDOW_SHARE = 0.5  # BM25 scores each page with half of its neighbours' words (the rule audit of docs/benchmarks.md)
