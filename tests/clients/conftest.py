@@ -9,7 +9,9 @@ and ``codex/`` (npm's ``@openai/codex``). A test whose client is not installed i
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,3 +29,15 @@ def client(relative: str) -> Path:
         pytest.skip(f"{path} is not installed (scripts/setup-clients installs the clients)")
     return path
 
+
+def client_system(body: dict[str, Any]) -> str:
+    """The client's own system prompt in a paged request body: the first message up to the gateway's Paged Context."""
+    text = str(body["messages"][0]["content"])
+    return text[: text.index("<PagedContext")]
+
+
+def page_nodes(pages: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Every page of a thread view, consolidated ones and the pages under them."""
+    for page in pages:
+        yield page
+        yield from page_nodes(page.get("children", []))

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.clients.conftest import client
+from tests.clients.conftest import client, client_system, page_nodes
 from tests.support.fake_upstream import FakeUpstream, Recorded, Reply, ToolCall
 from tests.support.gateway_process import GatewayProcess, gateway_config
 
@@ -76,18 +76,6 @@ def _run(claude: Path, gateway: GatewayProcess, project: Path, home: Path, messa
     return done.stdout
 
 
-def _client_system(body: dict[str, Any]) -> str:
-    text = str(body["messages"][0]["content"])
-    return text[: text.index("<PagedContext")]
-
-
-def _nodes(pages: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """Every page of a thread view, consolidated ones and the pages under them."""
-    for page in pages:
-        yield page
-        yield from _nodes(page.get("children", []))
-
-
 def test_claude_code_turns_a_tool_round_and_a_continued_session_are_one_thread_and_are_paged(
     claude: Path, gateway: GatewayProcess, upstream: FakeUpstream, tmp_path: Path
 ) -> None:
@@ -101,7 +89,7 @@ def test_claude_code_turns_a_tool_round_and_a_continued_session_are_one_thread_a
 
     requests = [r.body for r in upstream.chat_requests if r.body]
     assert len(requests) == len(TURNS) + 1  # one request per turn, and one more with the call's result: no side request
-    assert len({_client_system(body) for body in requests}) == 1  # the system prompt, verbatim, every time
+    assert len({client_system(body) for body in requests}) == 1  # the system prompt, verbatim, every time
     tools = [{t["function"]["name"] for t in body["tools"]} for body in requests]
     assert all({"Bash", "Read"} <= names and {"pcp_consult", "pcp_shelve"} <= names for names in tools)
     after_call = requests[2]["messages"]
@@ -118,7 +106,7 @@ def test_claude_code_turns_a_tool_round_and_a_continued_session_are_one_thread_a
     threads = httpx.get(f"{gateway.root_url}/pcp/threads", headers=auth, timeout=10).json()["data"]
     assert len(threads) == 1  # no header: the session is found by what it carries, every turn
     view = httpx.get(f"{gateway.root_url}/pcp/threads/{threads[0]['id']}", headers=auth, timeout=10).json()
-    originals = [page for page in _nodes(view["pages"]) if page["type"] == "Original"]
+    originals = [page for page in page_nodes(view["pages"]) if page["type"] == "Original"]
     # one page per finished turn (the first one's summary is mostly the reminders Claude Code puts in its first message)
     assert len(originals) == len(TURNS) - 1
     assert {int(n) for page in originals for n in re.findall(r"Turn (\d):", page["summary"])} >= set(range(2, len(TURNS)))

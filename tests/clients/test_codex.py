@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.clients.conftest import client
+from tests.clients.conftest import client, client_system, page_nodes
 from tests.support.fake_upstream import FakeUpstream, Recorded, Reply, ToolCall
 from tests.support.gateway_process import GatewayProcess, gateway_config
 
@@ -79,18 +79,6 @@ def _run(codex: Path, project: Path, home: Path, message: str, first: bool) -> s
     return done.stdout
 
 
-def _client_system(body: dict[str, Any]) -> str:
-    text = str(body["messages"][0]["content"])
-    return text[: text.index("<PagedContext")]
-
-
-def _nodes(pages: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """Every page of a thread view, consolidated ones and the pages under them."""
-    for page in pages:
-        yield page
-        yield from _nodes(page.get("children", []))
-
-
 def test_codex_turns_a_tool_round_and_a_resumed_session_are_one_thread_and_are_paged(
     codex: Path, gateway: GatewayProcess, upstream: FakeUpstream, tmp_path: Path
 ) -> None:
@@ -104,7 +92,7 @@ def test_codex_turns_a_tool_round_and_a_resumed_session_are_one_thread_and_are_p
 
     requests = [r.body for r in upstream.chat_requests if r.body]
     assert len(requests) == len(TURNS) + 1  # one request per turn, and one more with the command's output
-    systems = {_client_system(body) for body in requests}
+    systems = {client_system(body) for body in requests}
     assert len(systems) == 1 and systems.pop().startswith("You are a coding agent running in the Codex CLI")
     tools = [{t["function"]["name"] for t in body["tools"]} for body in requests]
     assert all("exec_command" in names and {"pcp_consult", "pcp_shelve"} <= names for names in tools)
@@ -123,7 +111,7 @@ def test_codex_turns_a_tool_round_and_a_resumed_session_are_one_thread_and_are_p
     threads = httpx.get(f"{gateway.root_url}/pcp/threads", headers=auth, timeout=10).json()["data"]
     assert len(threads) == 1  # no header: the session is found by what it carries, every turn
     view = httpx.get(f"{gateway.root_url}/pcp/threads/{threads[0]['id']}", headers=auth, timeout=10).json()
-    originals = [page for page in _nodes(view["pages"]) if page["type"] == "Original"]
+    originals = [page for page in page_nodes(view["pages"]) if page["type"] == "Original"]
     # one page per finished turn (the first one's summary may be mostly the environment context Codex sends with it)
     assert len(originals) == len(TURNS) - 1
     assert {int(n) for page in originals for n in re.findall(r"Turn (\d):", page["summary"])} >= set(range(2, len(TURNS)))

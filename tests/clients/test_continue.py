@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from gateway.core import TokenCounter
-from tests.clients.conftest import client
+from tests.clients.conftest import client, client_system, page_nodes
 from tests.support.fake_upstream import FakeUpstream, Recorded, Reply, ToolCall
 from tests.support.gateway_process import GatewayProcess, gateway_config
 
@@ -94,18 +94,6 @@ def _run(cn: Path, project: Path, home: Path, message: str, first: bool) -> str:
     return done.stdout
 
 
-def _client_system(body: dict[str, Any]) -> str:
-    text = str(body["messages"][0]["content"])
-    return text[: text.index("<PagedContext")]
-
-
-def _nodes(pages: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """Every page of a thread view, consolidated ones and the pages under them."""
-    for page in pages:
-        yield page
-        yield from _nodes(page.get("children", []))
-
-
 def test_continue_system_prompt_tools_and_tool_results_reach_the_model_and_the_conversation_is_paged(
     cn: Path, gateway: GatewayProcess, upstream: FakeUpstream, tmp_path: Path
 ) -> None:
@@ -119,8 +107,8 @@ def test_continue_system_prompt_tools_and_tool_results_reach_the_model_and_the_c
 
     requests = [r.body for r in upstream.chat_requests if r.body]
     assert len(requests) == len(TURNS) + 1  # one request per turn, and one more with the read's result
-    assert len({_client_system(body) for body in requests}) == 1  # the system prompt, verbatim, every time
-    assert _client_system(requests[0]).startswith("You are an agent in the Continue CLI.")
+    assert len({client_system(body) for body in requests}) == 1  # the system prompt, verbatim, every time
+    assert client_system(requests[0]).startswith("You are an agent in the Continue CLI.")
     tools = [{t["function"]["name"] for t in body["tools"]} for body in requests]
     assert all({"Read", "Bash"} <= names and {"pcp_consult", "pcp_shelve"} <= names for names in tools)
 
@@ -138,6 +126,6 @@ def test_continue_system_prompt_tools_and_tool_results_reach_the_model_and_the_c
     assert len(shown) >= 3, shown
 
     view = httpx.get(f"{gateway.root_url}/pcp/threads/{thread}", headers={"Authorization": "Bearer sk-client"}, timeout=10).json()
-    originals = [page for page in _nodes(view["pages"]) if page["type"] == "Original"]
+    originals = [page for page in page_nodes(view["pages"]) if page["type"] == "Original"]
     assert {int(n) for page in originals for n in re.findall(r"Turn (\d):", page["summary"])} == set(range(1, len(TURNS)))
     assert all(re.search(r"Turn \d:", page["summary"]) for page in originals)  # nothing but the conversation
