@@ -32,6 +32,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from gateway.core.labels import line_heads, written_once
 from gateway.core.lexical import terms
 
 __all__ = [
@@ -118,9 +119,15 @@ def _speaker(rows: Sequence[str]) -> str:
     return match.group(0) if match else ""
 
 
-def _message_units(rows: Sequence[str], index: int, count: Callable[[str], int]) -> list[Unit]:
+def _head(row: str, speaker: str) -> str:
+    """Who says a message, as its first row shows it: the role prefix and the label heads after it (``user: Emi:``),
+    repeated before a unit entered in the middle of the message."""
+    heads = line_heads(row)
+    return row[: heads[-1][1]].rstrip() if heads and speaker.endswith(":") else speaker
+
+
+def _message_units(rows: Sequence[str], index: int, speaker: str, count: Callable[[str], int]) -> list[Unit]:
     text = "\n".join(rows)
-    speaker = _speaker(rows)
     tokens = count(text)
     if tokens <= UNIT_TOKENS:
         return [Unit.of(text, tokens, index, True, "\n", speaker)]
@@ -134,9 +141,13 @@ def _message_units(rows: Sequence[str], index: int, count: Callable[[str], int])
 
 
 def units_of(content: str, count: Callable[[str], int]) -> tuple[Unit, ...]:
-    """The units of a page's ``content`` in document order (see the module docstring)."""
+    """The units of a page's ``content`` in document order (see the module docstring), their rows as shown: a
+    speaker's label written once per run (`gateway.core.labels.written_once`)."""
     messages = _messages(content)
     speakers = [_speaker(rows) for rows in messages]
+    heads = [_head(rows[0], speaker) for rows, speaker in zip(messages, speakers)]
+    shown = iter(written_once(row for rows in messages for row in rows))
+    messages = [[next(shown) for _ in rows] for rows in messages]
     units: list[Unit] = []
     start = 0
     while start < len(messages):
@@ -146,10 +157,10 @@ def units_of(content: str, count: Callable[[str], int]) -> tuple[Unit, ...]:
         turn = "\n".join(row for rows in messages[start:end] for row in rows)
         tokens = count(turn) if end - start > 1 else UNIT_TOKENS + 1
         if tokens <= UNIT_TOKENS:  # a speaker's run of short messages is one turn: one thought sent in pieces
-            units.append(Unit.of(turn, tokens, start, True, "\n", speakers[start]))
+            units.append(Unit.of(turn, tokens, start, True, "\n", heads[start]))
         else:
             for index in range(start, end):
-                units.extend(_message_units(messages[index], index, count))
+                units.extend(_message_units(messages[index], index, heads[index], count))
         start = end
     return tuple(units)
 
@@ -185,7 +196,7 @@ def render_excerpt(units: Sequence[Unit], chosen: Sequence[int]) -> str:
             out.append(f" {ELLIPSIS} {unit.text}")
         else:
             skipped_messages = any(units[j].message != unit.message for j in range(start, position))
-            row = unit.text if unit.first else f"{unit.speaker} {ELLIPSIS} {unit.text}".lstrip()
+            row = _entered(unit)
             out.append(("\n" if out else "") + (f"{ELLIPSIS}\n" if skipped_messages else "") + row)
         previous = position
     if previous is None:
@@ -197,9 +208,16 @@ def render_excerpt(units: Sequence[Unit], chosen: Sequence[int]) -> str:
     return text
 
 
+def _entered(unit: Unit) -> str:
+    """A unit shown after a gap: with its speaker, which a unit that continues a run or a message does not write."""
+    if not unit.first:
+        return f"{unit.speaker} {ELLIPSIS} {unit.text}".lstrip()
+    return unit.text if unit.text.startswith(unit.speaker) else f"{unit.speaker} {unit.text}".lstrip()
+
+
 def _body(unit: Unit) -> str:
     """A unit's text without its speaker: what a summary line quotes."""
-    return unit.text[len(unit.speaker) :].strip() if unit.first else unit.text
+    return unit.text[len(unit.speaker) :].strip() if unit.first and unit.text.startswith(unit.speaker) else unit.text
 
 
 def _coverage(

@@ -244,3 +244,23 @@ def test_leading_options_open_the_page_one_unit_at_a_time_then_whole() -> None:
     assert [round(o.coverage, 6) for o in options] == sorted(round(o.coverage, 6) for o in options) and options[-1].coverage == 1.0
     assert options[-1].chosen == tuple(range(len(units)))
     assert leading_options(units_of("user: hi", COUNT), COUNT) == ()
+
+
+def test_a_speakers_label_is_shown_once_per_run_and_again_where_the_excerpt_enters_it() -> None:
+    content = "\n".join(["user: Emi: Hey Kate!", "Emi: I went skiing in Aspen last week", "Emi: the snow was perfect",
+                         "user: Emi: we stayed in a cabin", "assistant: elise: wow", "elise: how cold was it?"])
+    units = units_of(content, COUNT)
+    assert "\n".join(u.text for u in units) == ("user: Emi: Hey Kate!\nI went skiing in Aspen last week\nthe snow was perfect\n"
+                                                "we stayed in a cabin\nassistant: elise: wow\nhow cold was it?")
+    assert [u.speaker for u in units] == ["user: Emi:", "assistant: elise:"]
+    long = "\n".join([f"user: Emi: {' '.join(['filler'] * 100)}", f"Emi: {' '.join(['more'] * 100)}", "Emi: Aspen was great",
+                      f"user: Emi: {' '.join(['cabin'] * 170)}"])
+    units = units_of(long, COUNT)
+    aspen = next(i for i, u in enumerate(units) if "Aspen" in u.text)
+    assert render_excerpt(units, [aspen]) == f"user: Emi: {ELLIPSIS} Aspen was great\n{ELLIPSIS}"
+    cabin = next(i for i, u in enumerate(units) if "cabin" in u.text)
+    assert units[cabin].first and not units[cabin].text.startswith("user:")  # the run's second message, its label left out
+    assert render_excerpt(units, [cabin]).startswith(f"{ELLIPSIS}\nuser: Emi: cabin cabin")
+    # the speaker's role still decides whose words hold a question about the user
+    held = excerpt_options(units_of(content, COUNT), weights("Aspen skiing"), COUNT, source="user")
+    assert held and "Aspen" in held[0].text

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.labels import label_shapes, line_heads, without_labels
+from gateway.core.labels import label_shapes, line_heads, without_labels, written_once
 
 
 def test_a_name_that_opens_the_lines_of_two_messages_is_a_label() -> None:
@@ -52,3 +52,19 @@ def test_a_transcripts_role_prefix_stays_unless_asked_to_go() -> None:
     assert without_labels(content, shapes) == "user: Hey!\nmore\nassistant: hi\nassistant → tool call read({})"
     assert without_labels(content, shapes, roles=False) == "Hey!\nmore\nhi\nassistant → tool call read({})"
     assert without_labels("user: Emi: Hey!", frozenset(), roles=False) == "Emi: Hey!"
+
+
+def test_a_speakers_label_is_written_once_per_run() -> None:
+    rows = ["user: Emi: Hey!", "Emi: how are you?", "user: Emi: I went skiing", "assistant: elise: nice", "elise: where?",
+            "assistant: Kate: my turn"]
+    assert written_once(rows) == ["user: Emi: Hey!", "how are you?", "I went skiing", "assistant: elise: nice", "where?",
+                                  "assistant: Kate: my turn"]
+    # a head with a digit (a timestamp, an amount) stays; so does a plain chat's role prefix, and another role's same name
+    stamped = ["user: [22:42] Emi: hi", "[22:43] Emi: there", "[22:43] Emi: again"]
+    assert written_once(stamped) == stamped
+    assert written_once(["user: 1/2 cup flour", "1/2 cup sugar"]) == ["user: 1/2 cup flour", "1/2 cup sugar"]
+    assert written_once(["user: hi", "user: there", "assistant: ok"]) == ["user: hi", "user: there", "assistant: ok"]
+    assert written_once(["user: Bo: hi", "assistant: Bo: hi"]) == ["user: Bo: hi", "assistant: Bo: hi"]
+    # markup and code keep every line as written
+    html = ["assistant: Here:", "```html", "<td>a</td>", "<td>b</td>", "```", "    <th>x</th>", "    <th>y</th>"]
+    assert written_once(html) == html
