@@ -34,7 +34,9 @@ Run from the repository root (the model installed with ``scripts/local-model ins
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -124,6 +126,7 @@ class Result:
     rounds: int = 1
     error: str = ""
     consults: int = 0
+    standing: str = ""  # gateway ways: where the evidence stood in the first round (see GatewayWay.standing)
 
     @property
     def f1(self) -> float:
@@ -136,6 +139,25 @@ class Result:
     @property
     def exact(self) -> float:
         return exact(self.answer, self.item.gold)
+
+    def saved(self) -> dict[str, Any]:
+        """One line of ``--save``: enough to compare a later run with this one (``--against``)."""
+        return {"way": self.way, "key": self.item.key, "answer": self.answer, "prompt_tokens": self.prompt_tokens,
+                "seconds": round(self.seconds, 2), "rounds": self.rounds, "error": self.error,
+                "consults": self.consults, "standing": self.standing}
+
+
+def earlier(path: Path, label: str, items: Sequence[Item]) -> list[Result]:
+    """An earlier run's results (``--save``) for the questions of ``items``, each way renamed ``<way>@<label>``."""
+    by_key = {it.key: it for it in items}
+    found: list[Result] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if row["key"] in by_key:
+            found.append(Result(f"{row['way']}@{label}", by_key[row["key"]], row["answer"], int(row["prompt_tokens"]),
+                                float(row["seconds"]), int(row["rounds"]), row.get("error", ""),
+                                int(row.get("consults", 0)), row.get("standing", "")))
+    return found
 
 
 @dataclass
@@ -160,12 +182,13 @@ class Runner:
                      int((data.get("usage") or {}).get("prompt_tokens", 0)), int(r.headers.get("x-pcp-rounds", "1")),
                      int(r.headers.get("x-pcp-consults", "0")))
 
-    def record(self, way: str, item: Item, reply: Reply, t0: float) -> None:
+    def record(self, way: str, item: Item, reply: Reply, t0: float, standing: str = "") -> None:
         res = Result(way, item, reply.text, reply.prompt_tokens, time.perf_counter() - t0, reply.rounds, reply.error,
-                     reply.consults)
+                     reply.consults, standing)
         self.results.append(res)
         log(f"  {way:>12} {item.key}: exact {res.exact:.0f} F1 {res.f1:.2f} {reply.prompt_tokens} tok "
-            f"{res.seconds:.0f}s {reply.rounds}r {reply.consults}c {reply.error or repr(reply.text[:80])}")
+            f"{res.seconds:.0f}s {reply.rounds}r {reply.consults}c {standing + ' ' if standing else ''}"
+            f"{reply.error or repr(reply.text[:80])}")
 
 
 class GatewayWay:
@@ -189,6 +212,7 @@ class GatewayWay:
         self.gw.start(timeout=300.0)
         self.replayed: set[str] = set()
         self.replay_seconds = 0.0
+        self._pages: dict[tuple[str, str], str] = {}
 
     def headers(self, item: Item, when: datetime) -> dict[str, str]:
         return {"X-PCP-Thread": f"answers-{item.thread}", "X-PCP-Time": when.isoformat()}
@@ -212,6 +236,40 @@ class GatewayWay:
             time.sleep(0.2)
         self.replayed.add(item.thread)
         self.replay_seconds += time.perf_counter() - t0
+
+    def standing(self, client: Any, item: Item, budget: int) -> str:
+        """Where the question's evidence stands in the context the gateway builds for it at ``budget`` (its first
+        round, from the inspection route, without calling the model): ``shown`` (every evidence text is in it),
+        ``by id`` (what is not shown is in a page listed by its id, or under a listed container: one Consult away)
+        or ``absent``; ``""`` when the question has no evidence texts or the route fails."""
+        headers = self.headers(item, item.conv.question_time)
+        base = f"{self.gw.root_url}/pcp/threads/answers-{item.thread}"
+        r = client.get(base + "/context", params={"q": asked(item), "budget": budget, "model": MODEL}, headers=headers, timeout=120)
+        texts = [t for eid in item.question.evidence if eid in item.conv.evidence for t in item.conv.evidence[eid].texts]
+        if r.status_code != 200 or not texts:
+            return ""
+        shown = _flat(" ".join(str(m.get("content") or "") for m in r.json()["messages"]))
+        missing = [_flat(t) for t in texts if _flat(t) not in shown]
+        if not missing:
+            return "shown"
+        listed = set(re.findall(r"\[([0-9a-f]{8,12})\]|id=\"([0-9a-f]{8,12})\"", shown))
+        held = " ".join(self._content(client, base, headers, pid) for pair in listed for pid in pair if pid)
+        return "by id" if all(t in held for t in missing) else "absent"
+
+    def _content(self, client: Any, base: str, headers: Mapping[str, str], page: str) -> str:
+        """A page's text and, for a container, its pages' (flattened; read once per page)."""
+        key = (base, page)
+        if key not in self._pages:
+            r = client.get(f"{base}/pages/{page}", headers=headers, timeout=60)
+            found = r.json() if r.status_code == 200 else {}
+            self._pages[key] = ""  # a container's cycle cannot recurse forever
+            self._pages[key] = " ".join([_flat(found.get("content") or ""),
+                                         *(self._content(client, base, headers, kid) for kid in found.get("source_ids", []))])
+        return self._pages[key]
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
 
 
 @contextmanager
@@ -270,6 +328,20 @@ def summary(results: Sequence[Result], ways: Sequence[str], items: Sequence[Item
                      f"{sum(r.appears for r in rs)}/{n} | {_mean([r.prompt_tokens for r in ok]):,.0f} | "
                      f"{_mean([r.seconds for r in rs]):.1f} | {_mean([r.rounds for r in ok]):.2f} | "
                      f"{sum(r.consults > 0 for r in rs)} | {sum(r.consults for r in rs)} | {n - len(ok)} |")
+    return "\n".join(lines)
+
+
+def standings(results: Sequence[Result], ways: Sequence[str]) -> str:
+    lines = ["| way | evidence in the first round | questions | exact answer | Consult called | right after a Consult |",
+             "|---|---|---:|---:|---:|---:|"]
+    for way in (w for w in ways if w.startswith("gateway")):
+        rs = [r for r in results if r.way == way]
+        for standing in ("shown", "by id", "absent", ""):
+            group = [r for r in rs if r.standing == standing]
+            if group:
+                consulted = [r for r in group if r.consults > 0]
+                lines.append(f"| {way} | {standing or 'n/a'} | {len(group)} | {_mean([r.exact for r in group]):.3f} | "
+                             f"{len(consulted)} | {sum(r.exact == 1 for r in consulted)} |")
     return "\n".join(lines)
 
 
@@ -333,6 +405,10 @@ def per_question(results: Sequence[Result], ways: Sequence[str], items: Sequence
 
 def report(results: Sequence[Result], columns: Sequence[str], items: Sequence[Item]) -> str:
     return (f"{summary(results, columns, items)}\n\n"
+            "Where each question's evidence stood in the gateway's first round (`shown`: every evidence text in the "
+            "context; `by id`: the rest in a page listed by its id, one Consult away; `absent`), and what the model did "
+            "(exact-answer score, questions with a Consult call, and of those the ones answered right):\n\n"
+            f"{standings(results, columns)}\n\n"
             "Each way against the gateway, per question (bootstrap over the questions, 10,000 resamples, seed 45; "
             "a difference within 0.05 counts as the same):\n\n"
             f"{comparisons(results, columns)}\n\n"
@@ -371,6 +447,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1200.0, help="seconds for one answer")
     parser.add_argument("--write-docs", action="store_true", help=f"write the results to {DOCS.relative_to(ROOT)}")
     parser.add_argument("--docs", type=Path, default=DOCS)
+    parser.add_argument("--save", type=Path, default=None, metavar="FILE", help="write every answer to FILE (JSON lines)")
+    parser.add_argument("--against", default="", metavar="FILE[:LABEL]",
+                        help="compare with an earlier run's --save FILE, its ways named <way>@LABEL (default: before)")
     args = parser.parse_args(argv)
     if args.write_docs:  # before an hour of answers, not after
         try:
@@ -423,7 +502,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         t0 = time.perf_counter()
                         headers = {**gateway.headers(it, conv.question_time), "X-PCP-Budget": str(budget)}
                         messages = [*history_messages(conv.turns), {"role": "user", "content": asked(it)}]
-                        runner.record(f"gateway-{budget}", it, runner.chat(gateway.gw.base_url, MODEL, messages, headers), t0)
+                        reply = runner.chat(gateway.gw.base_url, MODEL, messages, headers)
+                        runner.record(f"gateway-{budget}", it, reply, t0, gateway.standing(runner.client, it, budget))
                 for it in group if base is not None else ():
                     assert base is not None
                     t0 = time.perf_counter()
@@ -432,6 +512,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         replay_seconds = gateway.replay_seconds if gateway is not None else 0.0
     results = runner.results
     minutes = (time.perf_counter() - started) / 60
+    if args.save:
+        args.save.write_text("".join(json.dumps(r.saved(), ensure_ascii=False) + "\n" for r in results), encoding="utf-8")
+        log(f"saved {len(results)} answers to {args.save}")
+    if args.against:
+        path, _, label = args.against.partition(":")
+        before = earlier(Path(path), label or "before", items)
+        results = [*results, *before]
+        columns = [*columns, *dict.fromkeys(r.way for r in before)]
     body = report(results, columns, items)
     print(body)
     log(f"done in {minutes:.1f} min (replays into the gateway: {replay_seconds / 60:.1f} min)")

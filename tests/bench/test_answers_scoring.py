@@ -81,3 +81,25 @@ def test_the_report_pairs_each_way_with_the_gateway_question_by_question() -> No
     assert "| 8 | +0.500 [" in row and "| 4 / 0 / 4 |" in row and "| 50.0% |" in row
     line = next(line for line in summary(results, ["gateway-2000"], items).splitlines() if line.startswith("| gateway-2000"))
     assert line.startswith("| gateway-2000 | 8/8 | 1.000 | 1.000 | 8/8 |") and line.endswith("| 1.12 | 1 | 1 | 0 |")
+
+
+@needs_data
+def test_a_saved_run_comes_back_as_ways_of_its_own_and_standings_count_consults(tmp_path: Path) -> None:
+    import json
+
+    from bench.answer_set import question_set
+    from bench.answers import Result, comparisons, earlier, standings
+
+    items = question_set(4, ["locomo"])
+    before = [Result("gateway-2000", it, "no idea", 90, 1.0, standing="by id") for it in items]
+    saved = tmp_path / "before.jsonl"
+    saved.write_text("".join(json.dumps(r.saved()) + "\n" for r in before), encoding="utf-8")
+    loaded = earlier(saved, "base", items[:3])
+    assert [r.way for r in loaded] == ["gateway-2000@base"] * 3 and [r.standing for r in loaded] == ["by id"] * 3
+    now = [Result("gateway-2000", it, it.gold, 100, 1.0, 2, consults=1 if i < 2 else 0, standing=("by id", "shown")[i % 2])
+           for i, it in enumerate(items)]
+    row = next(line for line in comparisons([*now, *loaded], ["gateway-2000", "gateway-2000@base"]).splitlines()
+               if line.startswith("| gateway-2000 vs gateway-2000@base"))
+    assert "| 3 | +1.000 [" in row
+    table = standings(now, ["gateway-2000"])
+    assert "| gateway-2000 | by id | 2 | 1.000 | 1 | 1 |" in table and "| gateway-2000 | shown | 2 | 1.000 | 1 | 1 |" in table
