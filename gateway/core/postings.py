@@ -2,9 +2,10 @@
 take work in proportion to the pages that contain the query's terms, not to every page of the thread.
 
 `Postings` is filled once per page (a page's term counts never change). `Documents` is one request's
-documents (pages in conversation order) over it, and gives the numbers of :mod:`gateway.core.lexical`'s
-``bm25``, ``idf_weights`` and ``drop_common_words`` for those documents exactly, float for float: the same
-formulas, summed in the same order (tests/core/test_postings.py holds them equal to those functions).
+documents (pages in conversation order) over it, and gives what :mod:`gateway.core.lexical`'s ``bm25``,
+``idf_weights`` and ``drop_common_words`` need for those documents (positions, counts, length norms; BM25 itself is
+summed with arrays by `gateway.service.router_arrays.bm25_array`), exactly, float for float: the same formulas, in
+the same order (tests/core/test_postings.py holds them equal to those functions).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from gateway.core.lexical import _length_norms, drop_terms, terms, words
 
 __all__ = ["Documents", "Postings"]
 
-TERMS_KEPT = 4096  # terms whose positions and BM25 terms are kept for one set of documents
+TERMS_KEPT = 4096  # terms whose positions are kept for one set of documents
 DOCUMENTS_KEPT = 2  # sets of documents a thread keeps them for
 
 
@@ -58,8 +59,6 @@ class Postings:
                 self._kept.popitem(last=False)
         elif len(kept.positions) > TERMS_KEPT or len(kept.derived) > TERMS_KEPT:
             kept = self._kept[key] = _Kept(key, kept.order)
-        elif kept.scoring is not None and len(kept.scoring[2]) > TERMS_KEPT:
-            kept.scoring = None
         self._kept.move_to_end(key)
         # the same pages' positions and scores never change (a page's counts never do)
         return Documents(self, kept, lengths)
@@ -67,14 +66,14 @@ class Postings:
 
 class _Kept:
     """What is derived from one set of documents, for the requests that ask about the same ones: each term's
-    positions, per scoring (lengths, neighbours, k1, b) the length norms and each term's BM25 terms, the last
+    positions, per scoring (lengths, neighbours, k1, b) the length norms, the last
     lengths list with its tuple, and what callers keep (Documents.kept)."""
 
     def __init__(self, ids: tuple[str, ...], order: Mapping[str, int]) -> None:
         self.ids = ids
         self.order = order
         self.positions: dict[str, list[int]] = {}
-        self.scoring: tuple[tuple[tuple[int, ...], float, float, float], list[float], dict[str, tuple[list[int], list[float]]]] | None = None
+        self.scoring: tuple[tuple[tuple[int, ...], float, float, float], list[float]] | None = None
         self.lengths: tuple[Sequence[int], tuple[int, ...]] | None = None
         self.derived: dict[Hashable, Any] = {}
 
@@ -119,7 +118,7 @@ class Documents:
         return [float(counts[ids[p]].get(term, 0)) for p in self.positions(term)]
 
     def norms(self, *, k1: float = 1.5, b: float = 0.75, neighbours: float = 0.0) -> list[float]:
-        """BM25's length term of each document (as :meth:`bm25` weighs them), kept for the same documents."""
+        """BM25's length term of each document (as ``lexical.bm25`` weighs them), kept for the same documents."""
         return self._scoring(neighbours, k1, b)[1]
 
     @property
@@ -150,48 +149,12 @@ class Documents:
         reduced = drop_terms(text, common.__contains__)
         return reduced if words(reduced) else text
 
-    def bm25(self, query: Sequence[str], *, k1: float = 1.5, b: float = 0.75, neighbours: float = 0.0) -> list[float]:
-        """``lexical.bm25(query, documents, lengths, k1=k1, b=b, neighbours=neighbours)``: only the documents
-        that contain a query term, or (with ``neighbours``) are next to one, are looked at for that term."""
-        scores = [0.0] * len(self._order)
-        for positions, values in self.bm25_terms(query, k1=k1, b=b, neighbours=neighbours):
-            for i, value in zip(positions, values):
-                scores[i] += value
-        return scores
-
-    def bm25_terms(
-        self, query: Sequence[str], *, k1: float = 1.5, b: float = 0.75, neighbours: float = 0.0
-    ) -> list[tuple[list[int], list[float]]]:
-        """What :meth:`bm25` sums, term by term in the query's order (each distinct term once): the positions
-        (ascending) of the documents a term scores, and its BM25 term in each. Kept for the same documents, so a
-        caller that sums them with arrays does, for a term seen before, no work per document in Python."""
-        n = len(self._order)
-        if n == 0 or not query:
-            return []
-        _, norms, terms_of = self._scoring(neighbours, k1, b)
-        out: list[tuple[list[int], list[float]]] = []
-        for term in dict.fromkeys(query):
-            found = terms_of.get(term)
-            if found is None:
-                found = terms_of[term] = ([], [])
-                positions = self.positions(term)
-                if positions:
-                    tf = self._term_frequencies(term, positions, neighbours)
-                    frequency = len(tf)
-                    weight = math.log(1.0 + (n - frequency + 0.5) / (frequency + 0.5))
-                    found[0].extend(i for i, _ in tf)
-                    found[1].extend(weight * f * (k1 + 1.0) / (f + norms[i]) for i, f in tf)
-            if found[0]:
-                out.append(found)
-        return out
-
-    def _scoring(self, neighbours: float, k1: float, b: float) -> tuple[Any, list[float], dict[str, tuple[list[int], list[float]]]]:
-        """The documents' length norms and each term's BM25 terms so far, for one scoring; kept for the same
-        documents."""
+    def _scoring(self, neighbours: float, k1: float, b: float) -> tuple[Any, list[float]]:
+        """The documents' length norms for one scoring, kept for the same documents."""
         key = (self._lengths_key(), neighbours, k1, b)
         kept = self._kept
         if kept.scoring is None or kept.scoring[0] != key:
-            kept.scoring = (key, _length_norms(self._lengths, neighbours, k1, b), {})
+            kept.scoring = (key, _length_norms(self._lengths, neighbours, k1, b))
         return kept.scoring
 
     def _lengths_key(self) -> tuple[int, ...]:
@@ -203,20 +166,3 @@ class Documents:
         kept.lengths = (self._lengths, key)
         return key
 
-    def _term_frequencies(self, term: str, positions: list[int], neighbours: float) -> list[tuple[int, float]]:
-        """``(position, frequency)`` of the documents where ``term``'s frequency is not 0, ascending: its count,
-        plus ``neighbours`` times the counts of the documents on either side. The counts sit in a list one longer
-        at each end than the documents, so a window is three list reads, each end's missing neighbour a 0.0: the
-        same sums as ``lexical.bm25``'s, float for float, without a lookup per neighbour."""
-        counts, ids = self._postings._counts, self._ids
-        if not neighbours:
-            return [(p, f) for p in positions if (f := float(counts[ids[p]].get(term, 0)))]
-        last = len(ids) - 1
-        dense = [0.0] * (len(ids) + 2)  # dense[q + 1]: the count at position q
-        for p in positions:
-            dense[p + 1] = float(counts[ids[p]].get(term, 0))
-        window = set(positions)
-        window.update([p - 1 for p in positions], [p + 1 for p in positions])
-        window.discard(-1)
-        window.discard(last + 1)
-        return [(q, f) for q in sorted(window) if (f := dense[q + 1] + neighbours * (dense[q] + dense[q + 2]))]

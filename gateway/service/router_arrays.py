@@ -84,7 +84,7 @@ class Aligned:
 def bm25_array(
     documents: Documents, query: Sequence[str], neighbours: float, k1: float = 1.5, b: float = 0.75
 ) -> npt.NDArray[np.float64]:
-    """``documents.bm25(query, neighbours=neighbours)`` with arrays, float for float: each term's windowed
+    """``lexical.bm25`` over ``documents`` with arrays, float for float: each term's windowed
     frequencies (its count plus ``neighbours`` times its neighbours'), weight and BM25 terms are array operations in
     the same order as there, and each term's scores are added to every document it scores at once, term after term.
     A term's scores are kept for the same documents (`Documents.kept`): a term seen before costs no work per
