@@ -123,6 +123,9 @@ class PcpSettings(_Strict):
     detail_picks: int = Field(default=8, ge=0)
     embeddings: bool = True
     embedding_int8: bool = True
+    # new pages a request embeds before its answer; a request that brings more (a long history sent at once, as when
+    # a client first points at the gateway) leaves theirs to the thread's background job, as a thread sent raw does
+    inline_vectors: int = Field(default=64, ge=0)
     # a multilingual sentence-embedding model instead of the shipped all-MiniLM-L6-v2: an ONNX export or a
     # sentence-transformers folder (gateway.adapters.embedding_models; docs/languages.md)
     embedding_model: Path | None = None

@@ -66,6 +66,7 @@ MEANINGS: dict[str, str] = {
     "pcp.shortlist": "pages kept by the broad match and offered excerpts and Detail (more while the budget could show more)",
     "pcp.detail_picks": "no longer used (accepted for old configs): the budget chooses every page's view",
     "pcp.embeddings": "MiniLM similarity in the broad match (`false`: BM25 only, and ~75 MB less per process)",
+    "pcp.inline_vectors": "new pages a request embeds before its answer; more (a long history sent at once) are embedded in the background, and that request ranks them by their words",
     "pcp.embedding_int8": "the int8-quantized MiniLM on onnxruntime (`false`: float32, slower)",
     "pcp.embedding_model": "a multilingual sentence-embedding model instead of the shipped MiniLM: an ONNX export or a "
     "sentence-transformers folder (docs/languages.md); a thread another model embedded is re-embedded in the background",

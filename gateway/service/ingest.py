@@ -120,6 +120,8 @@ class Ingestion:
         self._splits = SplitCache()
         self._layouts: Lru[str, _KeptLayout] = Lru(LAYOUTS_KEPT)  # per thread, its last layout
         self._sitting = settings.idle_flush_minutes * 60  # the quiet time that ends a sitting (ContextBuilder._same_sitting)
+        self._inline = settings.inline_vectors
+        self._background = settings.consolidation  # the thread's job, which makes vectors left for later, runs at all
         markers = settings.client_markers()  # the built-in client profiles' and the config's
         self._pins, self._preamble = markers.pins, markers.preamble
 
@@ -176,9 +178,12 @@ class Ingestion:
         snapshot: ThreadSnapshot | None,
         later: bool = False,
     ) -> tuple[list[str], list[str], tuple[Page, ...]]:
-        """`ingest`, with the pages it stored; with ``later``, their vectors are left to the background."""
+        """`ingest`, with the pages it stored; with ``later``, or when there are more than `pcp.inline_vectors` of them,
+        their vectors are left to the background: embedding a long history sent at once (~10 ms a page on a core)
+        would keep its first answer waiting for minutes. Never without consolidation: its job is what makes them."""
         ids = list(known_ids) if known_ids is not None else [page_id(block.text) for block in blocks]
         missing = set(snapshot.missing(ids) if snapshot is not None else await self._store.missing(thread, ids))
+        later = (later or len(missing) > self._inline) and self._background
         fresh: dict[str, tuple[Page, Block, Matched]] = {}
         count = self._counter.count
         asked = _asked_at(blocks, ids, missing, snapshot.asked if snapshot is not None else None, now)

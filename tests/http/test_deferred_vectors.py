@@ -1,7 +1,9 @@
 """A thread sent raw gets no embedding of its new exchanges before the answer (issue 47 item 3): the pages are stored
 with their vector fields pending, and the thread's consolidation job, queued in the Redis stream with them, makes the
 vectors afterwards — here by a gateway started after the first stopped, as after a crash, since the first runs no
-worker. A thread sent paged still has its vectors when the answer comes."""
+worker. A thread sent paged still has its vectors when the answer comes, unless the request brought more new pages
+than `pcp.inline_vectors` (a long history sent at once): those wait for the job too. Without consolidation no job
+would ever make them, so nothing waits."""
 
 from __future__ import annotations
 
@@ -99,3 +101,44 @@ def test_a_paged_thread_s_vectors_are_there_with_the_answer(setting: tuple[dict[
         stored = vectors(store_of(config, workdir / "data"), config["store"]["key_prefix"], thread)
     pages = [f for f in stored if not f.startswith("@") and ":" not in f]
     assert len(pages) == 40 and not any(v.startswith("pending") for v in stored.values())
+
+
+def test_a_long_history_sent_at_once_is_answered_before_its_vectors_are_made(
+    setting: tuple[dict[str, Any], Path], upstream: FakeUpstream
+) -> None:
+    config, workdir = setting
+    config = {**config, "pcp": {**config["pcp"], "inline_vectors": 30}}
+    thread = f"bulk-{uuid.uuid4().hex[:8]}"
+    prefix = config["store"]["key_prefix"]
+    upstream.script(Reply(content="lighthouse 40"), Reply(content="lighthouse 40"))
+    with GatewayProcess(config=config, workdir=workdir) as first:
+        assert ask(first, thread, chat(40))["x-pcp-form"] == "paged"  # ranked by the pages' words alone
+        stored = vectors(store_of(config, workdir / "data"), prefix, thread)
+        pages = [f for f in stored if not f.startswith("@") and ":" not in f]
+        assert len(pages) == 40 and all(stored[f] == "pending|" for f in pages)
+    again = {**config, "jobs": {"workers": 1}}
+    with GatewayProcess(config=again, workdir=workdir) as second:
+        drained(second, thread)
+        stored = vectors(store_of(config, workdir / "data"), prefix, thread)
+        assert not any(v.startswith("pending") for v in stored.values()) and stored["@model"] == DEFAULT_MODEL
+        # the next exchange is one new page: embedded with its answer
+        following = [*chat(40)[:-1], {"role": "assistant", "content": "Lighthouse 40 is the tallest."},
+                     {"role": "user", "content": "And the shortest?"}]
+        assert ask(second, thread, following)["x-pcp-form"] == "paged"
+        stored = vectors(store_of(config, workdir / "data"), prefix, thread)
+    pages = [f for f in stored if not f.startswith("@") and ":" not in f]
+    assert len(pages) == 41 and not any(v.startswith("pending") for v in stored.values())
+
+
+def test_without_consolidation_no_vector_waits_for_a_job_that_never_runs(
+    setting: tuple[dict[str, Any], Path], upstream: FakeUpstream
+) -> None:
+    config, workdir = setting
+    config = {**config, "pcp": {**config["pcp"], "consolidation": False, "inline_vectors": 0}}
+    thread = f"no-jobs-{uuid.uuid4().hex[:8]}"
+    upstream.script(Reply(content="lighthouse 2"))
+    with GatewayProcess(config=config, workdir=workdir) as gateway:
+        assert ask(gateway, thread, chat(3))["x-pcp-form"] == "raw"
+        stored = vectors(store_of(config, workdir / "data"), config["store"]["key_prefix"], thread)
+    pages = [f for f in stored if not f.startswith("@") and ":" not in f]
+    assert len(pages) == 3 and not any(v.startswith("pending") for v in stored.values())
