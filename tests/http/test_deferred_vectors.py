@@ -46,6 +46,16 @@ def vectors(client: redis.Redis, prefix: str, thread: str) -> dict[str, str]:
     return client.hgetall(keys[0])
 
 
+def page_fields(stored: dict[str, str]) -> list[str]:
+    """A thread's vector hash's page vectors (not its records, ``@model``, nor the user's and sentence vectors)."""
+    return [f for f in stored if not f.startswith("@") and ":" not in f]
+
+
+def all_made(stored: dict[str, str], pages: int) -> bool:
+    """Whether the thread has ``pages`` page vectors and nothing pending."""
+    return len(page_fields(stored)) == pages and not any(v.startswith("pending") for v in stored.values())
+
+
 def ask(gateway: GatewayProcess, thread: str, messages: list[dict[str, Any]]) -> httpx.Headers:
     client = openai.OpenAI(base_url=gateway.base_url, api_key=KEY, max_retries=0, default_headers={"X-PCP-Thread": thread})
     response = client.chat.completions.with_raw_response.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
@@ -79,7 +89,7 @@ def test_a_raw_thread_s_vectors_are_made_after_the_answer_by_the_job_queue(
     with GatewayProcess(config=config, workdir=workdir) as first:
         assert ask(first, thread, chat(3))["x-pcp-form"] == "raw"
         stored = vectors(store_of(config, workdir / "data"), prefix, thread)
-        pages = [f for f in stored if not f.startswith("@") and ":" not in f]
+        pages = page_fields(stored)
         assert len(pages) == 3 and all(stored[f] == "pending|" for f in pages), {k: v[:20] for k, v in stored.items()}
         assert stored["@model"].startswith("pending:")
     # the job stayed in the stream: a gateway that runs a worker (as after a crash of the first) makes the vectors
@@ -87,8 +97,7 @@ def test_a_raw_thread_s_vectors_are_made_after_the_answer_by_the_job_queue(
     with GatewayProcess(config=again, workdir=workdir) as second:
         drained(second, thread)
         stored = vectors(store_of(config, workdir / "data"), prefix, thread)
-    pages = [f for f in stored if not f.startswith("@") and ":" not in f]
-    assert len(pages) == 3 and not any(v.startswith("pending") for v in stored.values())
+    assert all_made(stored, 3)
     assert stored["@model"] == DEFAULT_MODEL
 
 
@@ -99,8 +108,7 @@ def test_a_paged_thread_s_vectors_are_there_with_the_answer(setting: tuple[dict[
     with GatewayProcess(config=config, workdir=workdir) as gateway:
         assert ask(gateway, thread, chat(40))["x-pcp-form"] == "paged"
         stored = vectors(store_of(config, workdir / "data"), config["store"]["key_prefix"], thread)
-    pages = [f for f in stored if not f.startswith("@") and ":" not in f]
-    assert len(pages) == 40 and not any(v.startswith("pending") for v in stored.values())
+    assert all_made(stored, 40)
 
 
 def test_a_long_history_sent_at_once_is_answered_before_its_vectors_are_made(
@@ -114,7 +122,7 @@ def test_a_long_history_sent_at_once_is_answered_before_its_vectors_are_made(
     with GatewayProcess(config=config, workdir=workdir) as first:
         assert ask(first, thread, chat(40))["x-pcp-form"] == "paged"  # ranked by the pages' words alone
         stored = vectors(store_of(config, workdir / "data"), prefix, thread)
-        pages = [f for f in stored if not f.startswith("@") and ":" not in f]
+        pages = page_fields(stored)
         assert len(pages) == 40 and all(stored[f] == "pending|" for f in pages)
     again = {**config, "jobs": {"workers": 1}}
     with GatewayProcess(config=again, workdir=workdir) as second:
@@ -126,8 +134,7 @@ def test_a_long_history_sent_at_once_is_answered_before_its_vectors_are_made(
                      {"role": "user", "content": "And the shortest?"}]
         assert ask(second, thread, following)["x-pcp-form"] == "paged"
         stored = vectors(store_of(config, workdir / "data"), prefix, thread)
-    pages = [f for f in stored if not f.startswith("@") and ":" not in f]
-    assert len(pages) == 41 and not any(v.startswith("pending") for v in stored.values())
+    assert all_made(stored, 41)
 
 
 def test_without_consolidation_no_vector_waits_for_a_job_that_never_runs(
@@ -140,5 +147,4 @@ def test_without_consolidation_no_vector_waits_for_a_job_that_never_runs(
     with GatewayProcess(config=config, workdir=workdir) as gateway:
         assert ask(gateway, thread, chat(3))["x-pcp-form"] == "raw"
         stored = vectors(store_of(config, workdir / "data"), config["store"]["key_prefix"], thread)
-    pages = [f for f in stored if not f.startswith("@") and ":" not in f]
-    assert len(pages) == 3 and not any(v.startswith("pending") for v in stored.values())
+    assert all_made(stored, 3)
