@@ -44,7 +44,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -448,6 +448,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--write-docs", action="store_true", help=f"write the results to {DOCS.relative_to(ROOT)}")
     parser.add_argument("--docs", type=Path, default=DOCS)
     parser.add_argument("--save", type=Path, default=None, metavar="FILE", help="write every answer to FILE (JSON lines)")
+    parser.add_argument("--report", type=Path, default=None, metavar="FILE",
+                        help="ask nothing: the report of a run saved with --save (its questions, --write-docs as usual)")
     parser.add_argument("--against", default="", metavar="FILE[:LABEL]",
                         help="compare with an earlier run's --save FILE, its ways named <way>@LABEL (default: before)")
     args = parser.parse_args(argv)
@@ -470,6 +472,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         wanted = set(args.only.split(","))
         items = [it for it in items if it.key in wanted]
     columns = [w for w in ways if w == "full"] + [f"{w}-{b}" for w in ways if w != "full" for b in budgets]
+    if args.report:
+        saved = [replace(r, way=r.way.rpartition("@")[0]) for r in earlier(args.report, "saved", items)]
+        asked_items = [it for it in items if any(r.item.key == it.key for r in saved)]
+        body = report(saved, [c for c in dict.fromkeys(r.way for r in saved)], asked_items)
+        print(body)
+        if args.write_docs:
+            command = ".venv/bin/python -m bench.answers " + " ".join(argv if argv is not None else sys.argv[1:])
+            write_docs(args.docs, f"Command: `{command}` (the report of a saved run)\n\n{body}")
+        return 0
     log(f"{len(items)} questions ({', '.join(f'{s}: {sum(it.shape == s for it in items)}' for s in shapes)}), ways {columns}")
     started = time.perf_counter()
     replay_seconds = 0.0

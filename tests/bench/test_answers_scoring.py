@@ -103,3 +103,23 @@ def test_a_saved_run_comes_back_as_ways_of_its_own_and_standings_count_consults(
     assert "| 3 | +1.000 [" in row
     table = standings(now, ["gateway-2000"])
     assert "| gateway-2000 | by id | 2 | 1.000 | 1 | 1 |" in table and "| gateway-2000 | shown | 2 | 1.000 | 1 | 1 |" in table
+
+
+@needs_data
+def test_a_saved_run_is_reported_without_asking_anything(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from bench.answer_set import question_set
+    from bench.answers import Result
+
+    items = question_set(4, ["locomo"])
+    saved = tmp_path / "run.jsonl"
+    rows = [Result("gateway-2000", it, it.gold, 100, 1.0, standing="shown") for it in items[:3]]
+    rows += [Result("bm25-2000", it, "no idea", 90, 1.0) for it in items[:3]]
+    saved.write_text("".join(json.dumps(r.saved()) + "\n" for r in rows), encoding="utf-8")
+    doc = tmp_path / "real-model.md"
+    doc.write_text(f"{MARKERS[0]}\n{MARKERS[1]}\n", encoding="utf-8")
+    assert main(["--questions", "4", "--shapes", "locomo", "--report", str(saved), "--write-docs", "--docs", str(doc)]) == 0
+    text = doc.read_text(encoding="utf-8")
+    assert "| gateway-2000 | 3/3 | 1.000 |" in text and "| gateway-2000 vs bm25-2000 | 3 | +1.000 [" in text
+    assert "| gateway-2000 | shown | 3 | 1.000 | 0 | 0 |" in text and "the report of a saved run" in text
