@@ -514,7 +514,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         headers = {**gateway.headers(it, conv.question_time), "X-PCP-Budget": str(budget)}
                         messages = [*history_messages(conv.turns), {"role": "user", "content": asked(it)}]
                         reply = runner.chat(gateway.gw.base_url, MODEL, messages, headers)
-                        runner.record(f"gateway-{budget}", it, reply, t0, gateway.standing(runner.client, it, budget))
+                        answered = time.perf_counter()
+                        standing = gateway.standing(runner.client, it, budget)  # (its time is not the answer's)
+                        runner.record(f"gateway-{budget}", it, reply, t0 + time.perf_counter() - answered, standing)
                 for it in group if base is not None else ():
                     assert base is not None
                     t0 = time.perf_counter()

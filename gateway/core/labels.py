@@ -15,7 +15,7 @@ different messages close together (a message, the ones around it): a speaker's n
 while ``Tokyo: 3 days`` or ``Note:`` in one message is its own content and stays.
 
 What is shown writes a speaker's label once per run (:func:`written_once`): the second and later lines of a burst
-repeat who is speaking, which the reader already knows, and cost a real chat's context about one token in fourteen.
+repeat who is speaking, which the reader already knows (on the real chats, 39 of a 2k context's ~1,450 history tokens).
 """
 
 from __future__ import annotations
@@ -91,9 +91,9 @@ def without_labels(text: str, shapes: frozenset[str], *, roles: bool = True) -> 
 def written_once(rows: Iterable[str]) -> list[str]:
     """Transcript ``rows`` as shown: a row that repeats the heads of the row before it, said by the same speaker
     (no role prefix, or the same one), leaves them out — ``user: Emi: a`` / ``Emi: b`` / ``user: Emi: c`` reads
-    ``user: Emi: a`` / ``b`` / ``c``. Only a head written again word for word goes, and never one with a digit
-    (a timestamp, ``1/2 teaspoon``); rows without heads (a plain user / assistant chat), indented rows and a code block's rows (``<td>`` on
-    every line of HTML is markup, not a speaker) are left as they are. One row out per row in."""
+    ``user: Emi: a`` / ``b`` / ``c``. Only a head written again word for word goes, and never one with a digit (a
+    timestamp, ``1/2 teaspoon``); rows without heads (a plain user / assistant chat), indented rows and a code block's
+    rows (``<td>`` on every line of HTML is markup, not a speaker) are left as they are. One row out per row in."""
     shown: list[str] = []
     role = labels = ""
     code = False
