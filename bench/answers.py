@@ -53,7 +53,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.baselines import COUNTER, Baselines  # noqa: E402
+from bench.baselines import COUNTER, Baselines, squash  # noqa: E402
 from bench.answer_scoring import appears, exact, f1, normalize_dates, paired, tokens  # noqa: E402,F401
 from bench.answer_set import SHAPES, Item, question_set  # noqa: E402
 from bench.datasets import Conversation, Question, Turn  # noqa: E402
@@ -248,8 +248,8 @@ class GatewayWay:
         texts = [t for eid in item.question.evidence if eid in item.conv.evidence for t in item.conv.evidence[eid].texts]
         if r.status_code != 200 or not texts:
             return ""
-        shown = _flat(" ".join(str(m.get("content") or "") for m in r.json()["messages"]))
-        missing = [_flat(t) for t in texts if _flat(t) not in shown]
+        shown = squash(" ".join(str(m.get("content") or "") for m in r.json()["messages"]))
+        missing = [t for t in map(squash, texts) if t not in shown]
         if not missing:
             return "shown"
         listed = set(re.findall(r"\[([0-9a-f]{8,12})\]|id=\"([0-9a-f]{8,12})\"", shown))
@@ -263,13 +263,9 @@ class GatewayWay:
             r = client.get(f"{base}/pages/{page}", headers=headers, timeout=60)
             found = r.json() if r.status_code == 200 else {}
             self._pages[key] = ""  # a container's cycle cannot recurse forever
-            self._pages[key] = " ".join([_flat(found.get("content") or ""),
+            self._pages[key] = " ".join([squash(found.get("content") or ""),
                                          *(self._content(client, base, headers, kid) for kid in found.get("source_ids", []))])
         return self._pages[key]
-
-
-def _flat(text: str) -> str:
-    return " ".join(text.split())
 
 
 @contextmanager
@@ -424,6 +420,11 @@ def asked(item: Item) -> str:
     return f"{item.question.text} {ASK}"
 
 
+def _command(argv: Sequence[str] | None) -> str:
+    """The command line of this run, as the docs quote it."""
+    return ".venv/bin/python -m bench.answers " + " ".join(argv if argv is not None else sys.argv[1:])
+
+
 def write_docs(path: Path, body: str) -> None:
     """Replace the run's marked section of ``path`` (:data:`MARKERS`), keeping the rest of the page; fail loudly
     when the markers are missing rather than overwrite the page."""
@@ -478,8 +479,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         body = report(saved, [c for c in dict.fromkeys(r.way for r in saved)], asked_items)
         print(body)
         if args.write_docs:
-            command = ".venv/bin/python -m bench.answers " + " ".join(argv if argv is not None else sys.argv[1:])
-            write_docs(args.docs, f"Command: `{command}` (the report of a saved run)\n\n{body}")
+            write_docs(args.docs, f"Command: `{_command(argv)}` (the report of a saved run)\n\n{body}")
         return 0
     log(f"{len(items)} questions ({', '.join(f'{s}: {sum(it.shape == s for it in items)}' for s in shapes)}), ways {columns}")
     started = time.perf_counter()
@@ -537,8 +537,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(body)
     log(f"done in {minutes:.1f} min (replays into the gateway: {replay_seconds / 60:.1f} min)")
     if args.write_docs:
-        command = ".venv/bin/python -m bench.answers " + " ".join(argv if argv is not None else sys.argv[1:])
-        write_docs(args.docs, f"Command: `{command}` (run {datetime.now().astimezone():%Y-%m-%d %H:%M %Z}; "
+        write_docs(args.docs, f"Command: `{_command(argv)}` (run {datetime.now().astimezone():%Y-%m-%d %H:%M %Z}; "
                               f"{minutes:.1f} minutes, {replay_seconds / 60:.1f} of them replaying into the gateway)\n\n{body}")
         log(f"wrote {args.docs}")
     return 0
