@@ -5,12 +5,32 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import anthropic
+import openai
 import pytest
 import redis
 
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway_process import GatewayProcess, gateway_config
+
+
+@pytest.fixture(autouse=True)
+def _sdk_clients_closed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every OpenAI or Anthropic SDK client a test makes is closed when the test ends. The SDKs close their
+    connections only when a client is collected, and one caught in a reference cycle is collected by a later
+    garbage-collection pass, in whatever test runs then: its socket's ResourceWarning failed that test."""
+    made: list[Any] = []
+    for cls in (openai.OpenAI, anthropic.Anthropic):
+        def tracked(self: Any, *args: Any, _init: Any = cls.__init__, **kwargs: Any) -> None:
+            _init(self, *args, **kwargs)
+            made.append(self)
+
+        monkeypatch.setattr(cls, "__init__", tracked)
+    yield
+    for client in made:
+        client.close()
 
 
 @pytest.fixture(scope="session")
