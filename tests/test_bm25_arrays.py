@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from gateway.core.lexical import bm25
-from gateway.core.postings import Postings
+from gateway.adapters.postings import Postings
 from gateway.service.router import WINDOW_SHARE
 from gateway.service.router_arrays import bm25_array
 

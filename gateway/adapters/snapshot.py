@@ -16,7 +16,7 @@ from gateway.adapters.manifests import Manifest, NewPage, manifest_json
 from gateway.adapters.store_keys import ThreadKey
 from gateway.adapters.thread_cache import KnownPages
 from gateway.core import Step, View
-from gateway.core.postings import Postings
+from gateway.adapters.postings import Postings
 
 __all__ = ["PageReader", "ThreadSnapshot"]
 
@@ -114,7 +114,7 @@ class ThreadSnapshot:
 
     @property
     def postings(self) -> Postings:
-        """The term counts of the pages this process knows of the thread, by term (see gateway.core.postings)."""
+        """The term counts of the pages this process knows of the thread, by term (see gateway.adapters.postings)."""
         return self._known.postings
 
     @property

@@ -10,7 +10,7 @@ from typing import Any
 
 from gateway.adapters.manifests import Manifest, parse_manifest
 from gateway.core.lru import Lru
-from gateway.core.postings import Postings
+from gateway.adapters.postings import Postings
 
 __all__ = ["KnownPages", "ManifestCache", "PageCache"]
 

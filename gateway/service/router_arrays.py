@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gateway.core.lru import Lru
-from gateway.core.postings import Documents
+from gateway.adapters.postings import Documents
 
 __all__ = ["ALIGNED_PER_THREAD", "ALIGNED_THREADS", "Aligned", "VectorCache", "bm25_array"]
 
@@ -109,14 +109,15 @@ def _term_scores(
     documents: Documents, term: str, norms: npt.NDArray[np.float64], k1: float, neighbours: float
 ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]:
     """The positions a term scores (ascending) and its BM25 term in each (see :func:`bm25_array`)."""
-    positions = np.asarray(documents.positions(term), dtype=np.intp)
+    positions, counts = documents.occurrences(term)
     if not len(positions):
         return positions, np.zeros(0)
     n = len(documents)
     dense = np.zeros(n + 2)  # dense[q + 1]: the count at position q; 0.0 beyond either end
-    dense[positions + 1] = documents.counts(term)
-    window = np.unique(np.concatenate((positions - 1, positions, positions + 1)))
-    window = window[(window >= 0) & (window < n)]
+    dense[positions + 1] = counts
+    near = np.zeros(n + 2, dtype=bool)  # near[q + 1]: position q holds the term or is next to one that does
+    near[positions] = near[positions + 1] = near[positions + 2] = True
+    window = np.flatnonzero(near[1 : n + 1])
     f = dense[window + 1] + neighbours * (dense[window] + dense[window + 2])
     window, f = window[f != 0], f[f != 0]
     frequency = len(f)

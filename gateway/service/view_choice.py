@@ -20,7 +20,7 @@ from gateway.core import Candidate, ContextWindowExceeded, FitResult, LineHolds,
 from gateway.core.excerpt import named_source, query_source
 from gateway.core.lexical import idf_weights, terms
 from gateway.core.outside import Outside, PoolExceeded
-from gateway.core.postings import Documents
+from gateway.adapters.postings import Documents
 from gateway.errors import ContextLengthExceeded
 from gateway.service.candidate_pool import POOL_SPARES, candidate_of, candidate_pool, kept_table, showable
 from gateway.service.page_excerpts import Offer, PageExcerpts

@@ -5,15 +5,19 @@ take work in proportion to the pages that contain the query's terms, not to ever
 documents (pages in conversation order) over it, and gives what :mod:`gateway.core.lexical`'s ``bm25``,
 ``idf_weights`` and ``drop_common_words`` need for those documents (positions, counts, length norms; BM25 itself is
 summed with arrays by `gateway.service.router_arrays.bm25_array`), exactly, float for float: the same formulas, in
-the same order (tests/core/test_postings.py holds them equal to those functions).
+the same order (tests/adapters/test_postings.py holds them equal to those functions).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from gateway.core.lexical import _length_norms, drop_terms, terms, words
 
@@ -27,23 +31,30 @@ class Postings:
     """Term -> the ids of the pages whose term counts contain it, and each page's counts."""
 
     def __init__(self) -> None:
-        self._pages: dict[str, list[str]] = {}
-        self._counts: dict[str, Mapping[str, int]] = {}
+        # per term, the pages that contain it (by their place in the order they were added) and its count in each
+        self._pages: dict[str, list[int]] = {}
+        self._tallies: dict[str, list[int]] = {}
+        self._added: dict[str, int] = {}  # page id -> its place in the order pages were added
         # The last few documents (the same pages request after request, until one is added; two sets when requests
         # alternate, as budgets that keep different recent turns out of the pool do), each with what is derived from
         # them (_Kept); the least recently used set goes first.
         self._kept: OrderedDict[tuple[str, ...], _Kept] = OrderedDict()
 
     def __contains__(self, page_id: object) -> bool:
-        return page_id in self._counts
+        return page_id in self._added
 
     def add(self, page_id: str, counts: Mapping[str, int]) -> None:
         """A page's term counts (a page already added is left as it is: its counts never change)."""
-        if page_id in self._counts:
+        if page_id in self._added:
             return
-        self._counts[page_id] = counts
-        for term in counts:
-            self._pages.setdefault(term, []).append(page_id)
+        place = self._added[page_id] = len(self._added)
+        pages, tallies = self._pages, self._tallies
+        for term, count in counts.items():
+            if term in pages:
+                pages[term].append(place)
+                tallies[term].append(count)
+            else:
+                pages[term], tallies[term] = [place], [count]
 
     def documents(self, ids: Sequence[str], lengths: Sequence[int]) -> Documents | None:
         """``ids`` (distinct pages, every one added, in conversation order, with their lengths) as one request's
@@ -52,13 +63,17 @@ class Postings:
         kept = self._kept.get(key)
         if kept is None:
             order = {page_id: position for position, page_id in enumerate(ids)}
-            if len(order) != len(ids) or any(page_id not in self._counts for page_id in ids):
+            added = self._added
+            if len(order) != len(ids) or any(page_id not in added for page_id in ids):
                 return None
-            kept = self._kept[key] = _Kept(key, order)
+            # each added page's position among the documents (-1: not one of them)
+            position = np.full(len(added), -1, dtype=np.intp)
+            position[np.fromiter(map(added.__getitem__, ids), dtype=np.intp, count=len(ids))] = np.arange(len(ids))
+            kept = self._kept[key] = _Kept(key, order, position)
             while len(self._kept) > DOCUMENTS_KEPT:
                 self._kept.popitem(last=False)
         elif len(kept.positions) > TERMS_KEPT or len(kept.derived) > TERMS_KEPT:
-            kept = self._kept[key] = _Kept(key, kept.order)
+            kept = self._kept[key] = _Kept(key, kept.order, kept.position)
         self._kept.move_to_end(key)
         # the same pages' positions and scores never change (a page's counts never do)
         return Documents(self, kept, lengths)
@@ -69,10 +84,11 @@ class _Kept:
     positions, per scoring (lengths, neighbours, k1, b) the length norms, the last
     lengths list with its tuple, and what callers keep (Documents.kept)."""
 
-    def __init__(self, ids: tuple[str, ...], order: Mapping[str, int]) -> None:
+    def __init__(self, ids: tuple[str, ...], order: Mapping[str, int], position: npt.NDArray[np.intp]) -> None:
         self.ids = ids
         self.order = order
-        self.positions: dict[str, list[int]] = {}
+        self.position = position  # by a page's place in Postings' order of adding, its position here (-1: none)
+        self.positions: dict[str, tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]] = {}
         self.scoring: tuple[tuple[tuple[int, ...], float, float, float], list[float]] | None = None
         self.lengths: tuple[Sequence[int], tuple[int, ...]] | None = None
         self.derived: dict[Hashable, Any] = {}
@@ -101,21 +117,36 @@ class Documents:
     def lengths(self) -> Sequence[int]:
         return self._lengths
 
-    def positions(self, term: str) -> list[int]:
-        """The positions (ascending) of the documents that contain ``term``."""
+    def occurrences(self, term: str) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]:
+        """The positions (ascending) of the documents that contain ``term``, and its count in each: array work over
+        the pages that contain it, kept for these documents."""
         found = self._positions.get(term)
         if found is None:
-            order = self._order
-            found = self._positions[term] = sorted(order[p] for p in self._postings._pages.get(term, ()) if p in order)
+            places = self._postings._pages.get(term)
+            if places is None:
+                found = (np.zeros(0, dtype=np.intp), np.zeros(0))
+            else:
+                position = self._kept.position
+                # (places in the order of adding: those past the position map's end were added after these documents)
+                known = bisect.bisect_left(places, len(position))
+                at = position[np.asarray(places[:known], dtype=np.intp)]
+                inside = at >= 0
+                at, tally = at[inside], np.asarray(self._postings._tallies[term][:known], dtype=np.float64)[inside]
+                order = np.argsort(at, kind="stable")
+                found = (at[order], tally[order])
+            self._positions[term] = found
         return found
 
+    def positions(self, term: str) -> list[int]:
+        """The positions (ascending) of the documents that contain ``term``."""
+        return self.occurrences(term)[0].tolist()  # type: ignore[no-any-return]
+
     def frequency(self, term: str) -> int:
-        return len(self.positions(term))
+        return len(self.occurrences(term)[0])
 
     def counts(self, term: str) -> list[float]:
         """``term``'s count in each document of :meth:`positions`, in that order."""
-        counts, ids = self._postings._counts, self._ids
-        return [float(counts[ids[p]].get(term, 0)) for p in self.positions(term)]
+        return self.occurrences(term)[1].tolist()  # type: ignore[no-any-return]
 
     def norms(self, *, k1: float = 1.5, b: float = 0.75, neighbours: float = 0.0) -> list[float]:
         """BM25's length term of each document (as ``lexical.bm25`` weighs them), kept for the same documents."""

@@ -1,4 +1,4 @@
-"""Lexical statistics from postings are the plain functions' numbers, float for float (gateway.core.postings):
+"""Lexical statistics from postings are the plain functions' numbers, float for float (gateway.adapters.postings):
 if gateway.core.lexical's scoring changes, these fail until the postings follow it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.core.lexical import bm25, drop_common_words, idf_weights, terms
-from gateway.core.postings import Documents, Postings
+from gateway.adapters.postings import Documents, Postings
 from gateway.service.router_arrays import bm25_array
 
 VOCABULARY = ["dog", "walk", "cat", "paint", "rex", "garden", "trip", "boot", "jazz", "chord"]
