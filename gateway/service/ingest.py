@@ -30,11 +30,10 @@ from gateway.core.lru import Lru
 from gateway.core.original import kept_messages
 from gateway.core.scaffolding import Layout, decide, scaffolding_blocks
 from gateway.errors import InvalidRequest
-from gateway.service.split_cache import Split, SplitCache
+from gateway.service.split_cache import SAVE_COMMAND, Split, SplitCache, saves_of
 
 __all__ = ["History", "Ingestion", "Matched", "SAVE_COMMAND", "matched_query", "matched_texts"]
 
-SAVE_COMMAND = "/save"
 LAYOUTS_KEPT = 256  # threads whose last layout a process keeps parsed (as SplitCache keeps their splits)
 
 
@@ -125,12 +124,15 @@ class Ingestion:
         markers = settings.client_markers()  # the built-in client profiles' and the config's
         self._pins, self._preamble = markers.pins, markers.preamble
 
-    def conversation(self, blocks: Sequence[Block], scaffold: frozenset[int] | None = None) -> list[int]:
+    def conversation(
+        self, blocks: Sequence[Block], scaffold: frozenset[int] | None = None, saves: Sequence[int] | None = None
+    ) -> list[int]:
         """Positions of the blocks that are conversation, the ones paged: not the client's scaffolding (found
-        with the config's pins unless given), not a `/save` command."""
+        with the config's pins unless given), not a `/save` command (at ``saves`` when the split found them)."""
         if scaffold is None:
             scaffold = scaffolding_blocks(blocks, self._pins, self._preamble)
-        return [i for i, b in enumerate(blocks) if i not in scaffold and b.anchor_text.strip() != SAVE_COMMAND]
+        left_out = set(scaffold).union(saves_of(blocks) if saves is None else saves)
+        return [i for i in range(len(blocks)) if i not in left_out] if left_out else list(range(len(blocks)))
 
     async def _scaffolding(self, thread: ThreadKey, split: Split, snapshot: ThreadSnapshot, *, store: bool = True) -> frozenset[int]:
         """The client's scaffolding among the request's blocks, by their layout next to the thread's previous
@@ -259,15 +261,16 @@ class Ingestion:
         snapshot = await self._store.snapshot(thread, split.ids)
         # the client's scaffolding stays verbatim in its place and is never a page; only the conversation is paged
         scaffold = await self._scaffolding(thread, split, snapshot, store=store)
-        keep = self.conversation(split.blocks, scaffold)
-        known = [split.ids[i] for i in keep]
+        keep = self.conversation(split.blocks, scaffold, split.saves)
+        every = len(keep) == len(split.blocks)  # (the usual case: nothing left out, no walk to pick the rest)
+        known = list(split.ids) if every else [split.ids[i] for i in keep]
         asking = "\n".join(message_text(m) for m in split.tail if m.get("role") == "user")
         before = snapshot.asked if asking and snapshot.asked and snapshot.asked[0] == page_id(asking) else None
         asked_at = now if before is None else min(datetime.fromtimestamp(before[1], now.tzinfo), now)
         if not store:
             return History(split, scaffold, keep, known, [], snapshot, asked_at)
         deferred = later is not None and later(snapshot)
-        ids, added, pages = await self._ingest(thread, [split.blocks[i] for i in keep], now, known, snapshot, deferred)
+        ids, added, pages = await self._ingest(thread, split.blocks if every else [split.blocks[i] for i in keep], now, known, snapshot, deferred)
         if asking and before is None:
             await self._store.save_asked(thread, page_id(asking), now.timestamp())
         return History(split, scaffold, keep, ids, added, snapshot, asked_at, pages)

@@ -17,7 +17,9 @@ from typing import Any
 from gateway.core import Block, page_id, split_blocks
 from gateway.core.messages import SYSTEM_ROLES
 
-__all__ = ["Split", "SplitCache"]
+__all__ = ["SAVE_COMMAND", "Split", "SplitCache", "saves_of"]
+
+SAVE_COMMAND = "/save"  # a user message that asks the gateway to freeze the thread's topics now (never a page)
 
 
 @dataclass(frozen=True)
@@ -27,16 +29,27 @@ class Split:
     ids: tuple[str, ...]
     tail: tuple[Mapping[str, Any], ...]
     sealed: int  # messages up to the end of the last sealed block: the part a later request can reuse
+    saves: tuple[int, ...] = ()  # the positions of the blocks that are a /save command (saves_of)
 
 
-def _split(messages: Sequence[Mapping[str, Any]], offset: int) -> tuple[Split, int]:
-    """The split of `messages` (positions shifted by `offset`), and how many of its blocks a later request may
-    reuse: all but one sealed only by the end of the list."""
+def saves_of(blocks: Sequence[Block], offset: int = 0) -> tuple[int, ...]:
+    """The positions (shifted by ``offset``) of the blocks whose user message is :data:`SAVE_COMMAND`: one search
+    in C over their texts, a walk only where one says it."""
+    texts = [block.anchor_text for block in blocks]
+    if SAVE_COMMAND not in "\n".join(texts):
+        return ()
+    return tuple(offset + i for i, text in enumerate(texts) if text.strip() == SAVE_COMMAND)
+
+
+def _split(messages: Sequence[Mapping[str, Any]], offset: int, offset_blocks: int = 0) -> tuple[Split, int]:
+    """The split of `messages` (positions shifted by `offset`, its blocks' by `offset_blocks`), and how many of its
+    blocks a later request may reuse: all but one sealed only by the end of the list."""
     segmentation = split_blocks(messages)
     blocks = segmentation.blocks
     reusable = len(blocks) - 1 if segmentation.open_ended else len(blocks)
     sealed = offset + (blocks[reusable - 1].indexes[-1] + 1 if reusable else 0)
-    return Split(segmentation.system, blocks, tuple(page_id(b.text) for b in blocks), segmentation.tail, sealed), reusable
+    ids = tuple(page_id(b.text) for b in blocks)
+    return Split(segmentation.system, blocks, ids, segmentation.tail, sealed, saves_of(blocks, offset_blocks)), reusable
 
 
 def _extends(messages: Sequence[Mapping[str, Any]], prefix: list[Mapping[str, Any]]) -> bool:
@@ -62,9 +75,9 @@ class SplitCache:
         result: Split
         if cached is not None and _extends(messages, cached[0]):
             prefix, known = cached
-            rest, reusable = _split(messages[len(prefix) :], len(prefix))
+            rest, reusable = _split(messages[len(prefix) :], len(prefix), len(known.blocks))
             result = Split(known.system + rest.system, known.blocks + rest.blocks, known.ids + rest.ids, rest.tail,
-                           rest.sealed if reusable else known.sealed)  # fmt: skip
+                           rest.sealed if reusable else known.sealed, known.saves + rest.saves)  # fmt: skip
             reusable += len(known.blocks)
             system, start = known.system, len(prefix)  # the known prefix's system messages, then the new part's
         else:
@@ -73,7 +86,9 @@ class SplitCache:
         # the system messages of the part a later request reuses (later ones are re-read each time)
         system += tuple(m for m in messages[start : result.sealed] if m.get("role") in SYSTEM_ROLES)
         prefix = list(messages[: result.sealed])
-        self._items[scope] = (prefix, Split(system, result.blocks[:reusable], result.ids[:reusable], (), result.sealed))
+        kept = Split(system, result.blocks[:reusable], result.ids[:reusable], (), result.sealed,
+                     tuple(i for i in result.saves if i < reusable))  # fmt: skip
+        self._items[scope] = (prefix, kept)
         self._items.move_to_end(scope)
         if len(self._items) > self.capacity:
             self._items.popitem(last=False)
