@@ -15,7 +15,7 @@ from gateway.core.excerpt import ExcerptOption
 from gateway.core.outside import Outside, PoolExceeded, check_outside, outside_at, outside_bound
 from gateway.core.pages import Page, PageType
 from gateway.core.worth import DEFAULT_HALF_LIFE, rank_by_age
-from gateway.service.candidate_pool import PoolTable, _frontier, candidate_pool, refreshed
+from gateway.service.candidate_pool import PoolTable, _first, _frontier, candidate_pool, refreshed
 
 NOW = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
 
@@ -96,3 +96,13 @@ def test_an_excerpted_page_left_outside_is_bounded_by_its_excerpts() -> None:
     # outside: it is the one the check has to hold
     assert bound.worth > outside_at(rank_by_age(age, 0.5, DEFAULT_HALF_LIFE.total_seconds()), *manifests[old].bound).worth
     assert max(o.worth for o in rest) == pytest.approx(bound.worth, rel=1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.0, 0.25, 0.5, 1.0]), st.sampled_from([1.0, 2.0, 3.0])), min_size=1, max_size=40),
+       st.integers(min_value=1, max_value=45), st.randoms(use_true_random=False))
+def test_the_first_pages_in_the_fill_s_order_are_those_of_a_full_sort(pages: list[tuple[float, float]], size: int, rnd: object) -> None:
+    rank = np.array([r for r, _ in pages])
+    stamp = np.array([t for _, t in pages])
+    by_id = np.array(rnd.sample(range(len(pages)), len(pages)), dtype=np.int64)  # type: ignore[attr-defined]
+    assert _first(size, rank, stamp, by_id).tolist() == np.lexsort((by_id, -stamp, -rank))[:size].tolist()

@@ -114,6 +114,18 @@ class PoolTable:
         )  # fmt: skip
 
 
+def _first(
+    size: int, rank: npt.NDArray[np.float64], stamp: npt.NDArray[np.float64], by_id: npt.NDArray[np.int64]
+) -> npt.NDArray[np.intp]:
+    """The first ``size`` pages in the fill's order (priority, then newer, then id): ``np.lexsort((by_id, -stamp,
+    -rank))[:size]``, sorting only the pages ranked at least as high as the ``size``-th (its ties included)."""
+    if size >= len(rank):
+        return np.lexsort((by_id, -stamp, -rank))[:size]
+    bar = np.partition(-rank, size - 1)[size - 1]
+    near = np.flatnonzero(-rank <= bar)
+    return near[np.lexsort((by_id[near], -stamp[near], -rank[near]))][:size]
+
+
 def _frontier(worth: npt.NDArray[np.float64], cheapest: npt.NDArray[np.int64]) -> list[Outside]:
     """The pages (as :class:`Outside`) that no other page is worth at least as much as and cheaper or as cheap
     as: if none of them can be shown, neither can the others. A page's room is the budget left when the fill
@@ -189,12 +201,11 @@ def candidate_pool(
     # gateway.core.worth.rank_by_age, page by page (a last bit may differ: the pool only bounds the work, the
     # fit's check keeps the result exact; an Outside's worth is a hair above its bound)
     rank = (FLOOR + (1.0 - FLOOR) * scores) * (AGE_FLOOR + (1.0 - AGE_FLOOR) * 0.5 ** (ages / DEFAULT_HALF_LIFE.total_seconds()))
-    order = np.lexsort((table.by_id, -stamp, -rank))  # the fill's order: priority, then newer, then id
     cheapest = int(table.cheapest.min())
     for _, options, _ in excerpts.values():
         cheapest = min([cheapest, *(option.tokens + 1 for option in options)])
     size = spare * (room // cheapest + 1)
-    chosen = {roots[i] for i in order[:size].tolist()} | must
+    chosen = {roots[i] for i in _first(size, rank, stamp, table.by_id).tolist()} | must
     out = np.ones(len(roots), dtype=bool)
     out[[table.position[r] for r in chosen if r in table.position]] = False
     rest: list[Outside] = []
