@@ -10,7 +10,7 @@ top functions over the measured requests (cumulative, then own time).
 
 Run from the repository root (``--flush`` stores the thread again):
 
-    OMP_NUM_THREADS=1 .venv/bin/python -m bench.profile_context --turns 600,10000 [--requests 20] [--budget 2000,4000] [--growing] [--profile]
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.profile_context --turns 600,10000 [--requests 20] [--warmup 6] [--budget 2000,4000] [--growing] [--profile]
 """
 
 from __future__ import annotations
@@ -86,8 +86,8 @@ async def measure(turns: int, args: argparse.Namespace, fake: FakeUpstream) -> d
             while await services.consolidator.pending(ThreadKey("anon", THREAD)):
                 await asyncio.sleep(0.5)
             await background.stop()
-        for i in range(1, 4):  # warm-up: the process's caches, as a running gateway has them
-            await ask(i)
+        for i in range(1, 1 + args.warmup):  # warm-up: the process's caches, as a running gateway has them
+            await ask(100 + args.requests + i)  # (questions of both kinds: one about the user reads other vectors)
         profiler = cProfile.Profile() if args.profile else None
         cpu, decode = [], []
         for i in range(args.requests):
@@ -129,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--budget", default="4000", help="X-PCP-Budget; several (2000,4000) alternate request by request")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/9")
+    parser.add_argument("--warmup", type=int, default=6, help="requests before the measured ones (not measured)")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--flush", action="store_true", help="store the thread again")
