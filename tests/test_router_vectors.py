@@ -46,3 +46,20 @@ def test_a_grown_pool_s_vectors_stack_onto_the_matrix_it_had() -> None:
     for cut in (0, 2, 3, 6, 7):
         grown = Aligned.of(ids[:cut], vectors[:cut]).extended(ids, vectors[cut:])
         assert grown.ids == ids and grown.cosines(query) == whole.cosines(query)
+
+
+def test_two_pools_grown_from_one_matrix_keep_each_their_own_rows() -> None:
+    """Requests whose budgets keep different recent turns out of the pool grow one thread's matrix two ways, and a
+    chat grows it request after request: each grown pool scores as if stacked afresh, whichever grew last."""
+    rng = np.random.default_rng(11)
+    ids = tuple(f"p{i}" for i in range(12))
+    vectors = [rng.normal(size=(1 + i % 2, 4)).astype(np.float32) if i % 3 else rng.normal(size=4).astype(np.float32) for i in range(12)]
+    query = rng.normal(size=4).astype(np.float32)
+    base = Aligned.of(ids[:4], vectors[:4]).extended(ids[:5], vectors[4:5])  # a matrix with room after it
+    short = base.extended(ids[:7], vectors[5:7])
+    other = (base.extended(ids[:6], [rng.normal(size=4).astype(np.float32)]), ids[:6])  # grown from the same matrix
+    longer = short.extended(ids, vectors[7:])
+    for grown, until in ((short, 7), (longer, 12)):
+        assert grown.cosines(query) == Aligned.of(ids[:until], vectors[:until]).cosines(query)
+    assert other[0].cosines(query)[:5] == base.cosines(query)
+    assert base.cosines(query) == Aligned.of(ids[:5], vectors[:5]).cosines(query)

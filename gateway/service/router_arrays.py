@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -44,6 +44,17 @@ class VectorCache:
             self._items.put((scope, page_id), vector)
 
 
+SPARE_ROWS = 256  # the least room a thread's matrix of page vectors is made with to grow into (and a quarter of it)
+
+
+@dataclass
+class _Spare:
+    """A matrix of page vectors with room to grow: its first ``used`` rows are some `Aligned`'s rows."""
+
+    data: npt.NDArray[np.float32]
+    used: int
+
+
 @dataclass(frozen=True)
 class Aligned:
     """A thread's page vectors in page order, stacked once: one matrix product scores them all against a
@@ -54,6 +65,8 @@ class Aligned:
     rows: npt.NDArray[np.float32]  # every vector's rows, page after page
     starts: npt.NDArray[np.intp]  # the first row of each page that has rows
     has: npt.NDArray[np.bool_]  # which pages have rows
+    # the matrix ``rows`` is the start of, with room to grow (see `extended`); None: rows is a matrix of its own
+    spare: _Spare | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def of(cls, ids: tuple[str, ...], vectors: Sequence[npt.NDArray[np.float32] | None]) -> Aligned:
@@ -67,12 +80,22 @@ class Aligned:
         """These pages and then ``ids[len(self.ids):]`` (whose ``vectors`` are given): a chat's next request, whose
         pool gained the pages that left its recent turns, stacks only theirs onto the matrix it has."""
         more = Aligned.of(ids[len(self.ids) :], vectors)
+        has = np.concatenate((self.has, more.has))
         if not len(more.rows):
-            return Aligned(ids, self.rows, self.starts, np.concatenate((self.has, more.has)))
+            return Aligned(ids, self.rows, self.starts, has, self.spare)
         if not len(self.rows):
-            return Aligned(ids, more.rows, more.starts, np.concatenate((self.has, more.has)))
-        return Aligned(ids, np.concatenate((self.rows, more.rows)), np.concatenate((self.starts, more.starts + len(self.rows))),
-                        np.concatenate((self.has, more.has)))
+            return Aligned(ids, more.rows, more.starts, has)
+        starts = np.concatenate((self.starts, more.starts + len(self.rows)))
+        used, added = len(self.rows), len(more.rows)
+        spare = self.spare
+        # The rows go into the room after this matrix when no other extension of it took that room (two pools of a
+        # thread may grow from one matrix): a chat's request then copies its new rows, not the whole thread's.
+        if spare is None or spare.used != used or spare.data.shape[0] < used + added or spare.data.dtype != more.rows.dtype:
+            spare = _Spare(np.empty((used + added + max((used + added) // 4, SPARE_ROWS), self.rows.shape[1]), dtype=more.rows.dtype), used)
+            spare.data[:used] = self.rows
+        spare.data[used : used + added] = more.rows
+        spare.used = used + added
+        return Aligned(ids, spare.data[: used + added], starts, has, spare)
 
     def cosines(self, query: npt.NDArray[np.float32]) -> list[float]:
         scores = np.zeros(len(self.ids))
