@@ -597,7 +597,7 @@ def markdown_table(cells: Sequence[Cell]) -> str:
 
 
 def verdicts(cells: Sequence[Cell]) -> list[str]:
-    """The issue's targets, each met or missed by how much."""
+    """Issue 47's targets this benchmark measures, each met or missed by how much, and what the others are made of."""
     by = {(c.target, c.turns): c for c in cells}
     out = []
 
@@ -608,18 +608,19 @@ def verdicts(cells: Sequence[Cell]) -> list[str]:
         state = "met" if a.cpu_ms <= limit else f"MISSED by {a.cpu_ms - limit:.1f} ms ({a.cpu_ms / limit - 1:+.0%})"
         out.append(f"{label}: {a.cpu_ms:.1f} vs {limit:.1f} ms — {state}")
 
+    # issue 47's restated targets: pass-through and a paged request each at most a tenth of the proxy's CPU
     for turns in (300, 600):
-        compare(f"pass-through ≤ proxy at {turns} turns", by.get(("pass-through", turns)), by.get((PROXY, turns)))
+        compare(f"pass-through ≤ 0.1 × proxy at {turns} turns", by.get(("pass-through", turns)), by.get((PROXY, turns)), 0.1)
+    for turns in sorted(t for (name, t) in by if name == "paged"):
+        compare(f"paged ≤ 0.1 × proxy at {turns} turns", by.get(("paged", turns)), by.get((PROXY, turns)), 0.1)
     paged_turns = sorted(t for (name, t) in by if name == "paged")
     if paged_turns:
         lo, hi = paged_turns[0], paged_turns[-1]
-        if hi != lo:
-            compare(f"paged at {hi} turns ≤ 1.2 × paged at {lo}", by.get(("paged", hi)), by.get(("paged", lo)), 1.2)
+        if hi != lo:  # (issue 47 compares two ranked requests, at 600 and 10,000 exchanges: bench.profile_context)
             low, high, floor_lo, floor_hi = (by.get(key) for key in (("paged", lo), ("paged", hi), (REFUSED, lo), (REFUSED, hi)))
             if low and high and floor_lo and floor_hi:
                 out.append(f"paged grows by {high.cpu_ms - low.cpu_ms:+.1f} ms from {lo} to {hi} turns; reading and "
                            f"parsing the body alone grows by {floor_hi.cpu_ms - floor_lo.cpu_ms:+.1f} ms (refused)")
-        compare(f"paged at {lo} turns ≤ proxy at {lo}", by.get(("paged", lo)), by.get((PROXY, lo)))
     for turns in sorted(t for (name, t) in by if name == GROWING):
         grown, steady, proxy = by[(GROWING, turns)], by.get(("paged", turns)), by.get((PROXY, turns))
         out.append(f"a request that adds an exchange ({GROWING}) costs {grown.cpu_ms:.1f} ms at {turns} turns"
@@ -629,8 +630,8 @@ def verdicts(cells: Sequence[Cell]) -> list[str]:
         a, d = by.get(("pass-through", turns)), by.get(("direct", turns))
         if a and d and a.ttft_ms and d.ttft_ms:
             extra = a.ttft_ms - d.ttft_ms
-            out.append(f"pass-through streaming adds {extra:+.1f} ms p50 to the first token at {turns} turns "
-                       f"(target ≤ 5 ms): {'met' if extra <= 5 else 'MISSED'}")
+            out.append(f"pass-through streaming adds {extra:+.1f} ms p50 to the first token at {turns} turns, over the "
+                       f"upstream alone (litellm's share included: the target is bench.first_token's)")
     return out
 
 
