@@ -28,7 +28,8 @@ DOCUMENTS_KEPT = 2  # sets of documents a thread keeps them for
 
 
 class Postings:
-    """Term -> the ids of the pages whose term counts contain it, and each page's counts."""
+    """Term -> the pages whose term counts contain it (by their place in the order they were added), with its count
+    in each."""
 
     def __init__(self) -> None:
         # per term, the pages that contain it (by their place in the order they were added) and its count in each

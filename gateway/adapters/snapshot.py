@@ -13,10 +13,10 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from gateway.adapters.manifests import Manifest, NewPage, manifest_json
+from gateway.adapters.postings import Postings
 from gateway.adapters.store_keys import ThreadKey
 from gateway.adapters.thread_cache import KnownPages
 from gateway.core import Step, View
-from gateway.adapters.postings import Postings
 
 __all__ = ["PageReader", "ThreadSnapshot"]
 

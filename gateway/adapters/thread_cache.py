@@ -9,8 +9,8 @@ from collections.abc import Hashable
 from typing import Any
 
 from gateway.adapters.manifests import Manifest, parse_manifest
-from gateway.core.lru import Lru
 from gateway.adapters.postings import Postings
+from gateway.core.lru import Lru
 
 __all__ = ["KnownPages", "ManifestCache", "PageCache"]
 

@@ -37,6 +37,7 @@ import numpy.typing as npt
 
 from gateway.adapters.embedder import Embedder
 from gateway.adapters.manifests import Manifest
+from gateway.adapters.postings import Documents
 from gateway.adapters.redis_store import RedisStore, ThreadKey
 from gateway.adapters.upstream import Upstream
 from gateway.config import PcpSettings
@@ -45,7 +46,6 @@ from gateway.core.excerpt import query_source
 from gateway.core.languages import LANGUAGES
 from gateway.core.lexical import bm25, drop_common_words, drop_time_phrases, is_low_information, table_terms, terms
 from gateway.core.lru import Lru
-from gateway.adapters.postings import Documents
 from gateway.core.when import named_span
 from gateway.core.worth import RELEVANCE_POWER
 from gateway.service.router_arrays import ALIGNED_PER_THREAD, ALIGNED_THREADS, Aligned, VectorCache, bm25_array

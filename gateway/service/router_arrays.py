@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from gateway.core.lru import Lru
 from gateway.adapters.postings import Documents
+from gateway.core.lru import Lru
 
 __all__ = ["ALIGNED_PER_THREAD", "ALIGNED_THREADS", "Aligned", "VectorCache", "bm25_array"]
 

@@ -13,6 +13,7 @@ from datetime import datetime
 import numpy as np
 
 from gateway.adapters.manifests import Manifest
+from gateway.adapters.postings import Documents
 from gateway.adapters.redis_store import RedisStore, ThreadKey
 from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.config import PcpSettings
@@ -20,7 +21,6 @@ from gateway.core import Candidate, ContextWindowExceeded, FitResult, LineHolds,
 from gateway.core.excerpt import named_source, query_source
 from gateway.core.lexical import idf_weights, terms
 from gateway.core.outside import Outside, PoolExceeded
-from gateway.adapters.postings import Documents
 from gateway.errors import ContextLengthExceeded
 from gateway.service.candidate_pool import POOL_SPARES, candidate_of, candidate_pool, kept_table, showable
 from gateway.service.page_excerpts import Offer, PageExcerpts
