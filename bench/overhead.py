@@ -15,6 +15,8 @@ question each request):
 - ``growing``: the paged gateway as a chat uses it, each request one finished exchange longer than the one
   before (the new exchange is stored, summarized and embedded), its CPU counted until the background work it
   left (consolidation) has settled; sequential requests only;
+- ``raw``: the same chat on a gateway with the product's ``pcp.raw_form`` (on): while the thread fits the budget
+  (10 turns here) it goes upstream as sent, and what the request costs is storing its new exchange;
 - with ``--baseline REF``: the gateway of another commit (``git archive``), pass-through and paged, started
   next to the current one so that before and after are measured in the same run, interleaved; with ``--rounds N``
   each size's sequential requests are split in N rounds over every target in turn (a burst of load from outside
@@ -75,6 +77,7 @@ CONCURRENCY = 32
 PROXY = "litellm-proxy"
 REFUSED = "refused"  # the gateway reading each body and refusing it: see the module docstring
 GROWING = "growing"  # the paged gateway, each request one exchange longer: see the module docstring
+RAW = "raw"  # the same on a gateway that sends a thread that fits as it is (pcp.raw_form): see the module docstring
 UNSERVED = "no-such-model"
 PROXY_KEY = "sk-bench-overhead-0123456789abcdef"
 
@@ -441,7 +444,7 @@ class Runner:
         cell.rss_mb = group_rss_mb(server.proc)
         return cell
 
-    def growing(self, server: Server, turns: int) -> Cell:
+    def growing(self, server: Server, turns: int, name: str | None = None) -> Cell:
         """``GROWING`` on a paged ``server``: the thread of ``turns`` turns (stored already when the paged cell ran:
         the first body is that thread and a question), then sequential requests each one exchange longer."""
         url, headers = server.url + "/chat/completions", self._headers(server, turns)
@@ -449,7 +452,7 @@ class Runner:
         payloads = growing_bodies(turns, self.counter - self.plan.requests - 1, self.plan.requests + 1)
         sequential(self.client, url, headers, payloads[:1], 600)  # stores the thread
         wait_idle(server.proc, timeout=300)
-        cell = Cell(GROWING + server.name.removeprefix("paged"), turns)
+        cell = Cell(name or GROWING + server.name.removeprefix("paged"), turns)
         self._time(cell, server, lambda: sequential(self.client, url, headers, payloads[1:], self.plan.phase_limit_s), settle=True)
         cell.rss_mb = group_rss_mb(server.proc)
         return cell
@@ -575,7 +578,7 @@ def row_values(cell: Cell, proxy: dict[int, Cell]) -> list[str]:
     base = proxy.get(cell.turns)
     return [cell.target, str(cell.turns), str(cell.requests), f"{cell.cpu_ms:.1f}",
             ratio(cell.cpu_ms, base.cpu_ms if base else None), f"{cell.p50_ms:.1f}", f"{cell.p95_ms:.1f}",
-            f"{cell.rps_1:.1f}", *(("—", "—") if cell.target == REFUSED or cell.target.startswith(GROWING) else  # measured sequentially only
+            f"{cell.rps_1:.1f}", *(("—", "—") if cell.target in (REFUSED, RAW) or cell.target.startswith(GROWING) else  # measured sequentially only
                                    (f"{cell.rps_32:.1f}" + (f" ({cell.errors} failed)" if cell.errors else ""), f"{cell.ttft_ms:.1f}")),
             f"{cell.rss_mb:.0f}"]
 
@@ -626,6 +629,10 @@ def verdicts(cells: Sequence[Cell]) -> list[str]:
         out.append(f"a request that adds an exchange ({GROWING}) costs {grown.cpu_ms:.1f} ms at {turns} turns"
                    + (f", {grown.cpu_ms - steady.cpu_ms:+.1f} over paged's steady state" if steady else "")
                    + (f", {grown.cpu_ms / proxy.cpu_ms:.2f}× the proxy" if proxy else ""))
+    raw_turns = sorted(t for (name, t) in by if name == RAW)
+    if raw_turns:  # the smallest thread is the one that fits the budget and goes as sent
+        compare(f"a chat's request on a thread sent as it is (raw) ≤ proxy at {raw_turns[0]} turns", by.get((RAW, raw_turns[0])),
+                by.get((PROXY, raw_turns[0])))
     for turns in sorted({c.turns for c in cells}):
         a, d = by.get(("pass-through", turns)), by.get(("direct", turns))
         if a and d and a.ttft_ms and d.ttft_ms:
@@ -647,7 +654,7 @@ def plot(cells: Sequence[Cell], path: Path) -> None:
               ("requests/s at concurrency 32", lambda c: c.rps_32))
     for ax, (title, value) in zip(axes, panels):
         for target in targets:
-            if target == REFUSED and title.startswith("requests/s"):
+            if (target in (REFUSED, RAW) or target.startswith(GROWING)) and title.startswith("requests/s"):
                 continue  # measured sequentially only
             mine = sorted((c for c in cells if c.target == target), key=lambda c: c.turns)
             ax.plot([c.turns for c in mine], [value(c) for c in mine], marker="o", label=target)
@@ -700,8 +707,8 @@ def main(argv: list[str] | None = None) -> int:
                              "cell's CPU is the median of its rounds' (default 1: each cell's requests in one block)")
     parser.add_argument("--phase-limit", type=float, default=30.0, help="seconds after which a phase stops early (default 30)")
     parser.add_argument("--quick", action="store_true", help="5 sequential, 3 streamed, 32 concurrent requests, 1 warm-up")
-    parser.add_argument("--targets", default="direct,litellm-proxy,pass-through,paged,refused,growing",
-                        help="which of direct,litellm-proxy,pass-through,paged,refused,growing to run (default: all)")
+    parser.add_argument("--targets", default="direct,litellm-proxy,pass-through,paged,refused,growing,raw",
+                        help="which of direct,litellm-proxy,pass-through,paged,refused,growing,raw to run (default: all)")
     parser.add_argument("--baseline", metavar="REF", help="also run the gateway of this git ref, interleaved with the current one")
     parser.add_argument("--baseline-targets", default="pass-through",
                         help="which of pass-through,paged to run at --baseline (default pass-through)")
@@ -745,6 +752,10 @@ def main(argv: list[str] | None = None) -> int:
                         gw = start_gateway(mode + suffix, source, workdir / (mode + suffix), upstream.url, headers)
                         stack.callback(gw.stop)
                         servers.append(gw)
+            if RAW in targets:  # (measured as a chat only: its steady state is pass-through's or paged's)
+                raw = start_gateway(RAW, ROOT, workdir / RAW, upstream.url, {}, raw_form=True)
+                stack.callback(raw.stop)
+                servers.append(raw)
             for server in servers:
                 if server.name != "direct":
                     wait_idle(server.proc, timeout=180)  # the embedding model loads in the background at start
@@ -755,7 +766,7 @@ def main(argv: list[str] | None = None) -> int:
             runner = Runner(plan)
             gateways = [s for s in servers if s.name in ("paged", "pass-through")]  # this commit's, not the baseline's
             for t in turns:
-                measured = [s for s in servers if not (s.name == "paged" and "paged" not in targets)]  # else for growing only
+                measured = [s for s in servers if s.name != RAW and not (s.name == "paged" and "paged" not in targets)]
                 if plan.rounds > 1:
                     for server in measured:
                         runner.prepare(server, t)
@@ -773,6 +784,9 @@ def main(argv: list[str] | None = None) -> int:
                 for server in servers:
                     if GROWING in targets and server.name.startswith("paged"):  # with --baseline, its paged gateway too
                         cells.append(runner.growing(server, t))
+                        log(text_table(cells[-1:]).splitlines()[-1])
+                    if server.name == RAW:
+                        cells.append(runner.growing(server, t, RAW))
                         log(text_table(cells[-1:]).splitlines()[-1])
         except KeyboardInterrupt:
             log("interrupted; stopping every process this run started")
