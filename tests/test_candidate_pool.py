@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
@@ -101,8 +102,8 @@ def test_an_excerpted_page_left_outside_is_bounded_by_its_excerpts() -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from([0.0, 0.25, 0.5, 1.0]), st.sampled_from([1.0, 2.0, 3.0])), min_size=1, max_size=40),
        st.integers(min_value=1, max_value=45), st.randoms(use_true_random=False))
-def test_the_first_pages_in_the_fill_s_order_are_those_of_a_full_sort(pages: list[tuple[float, float]], size: int, rnd: object) -> None:
+def test_the_first_pages_in_the_fill_s_order_are_those_of_a_full_sort(pages: list[tuple[float, float]], size: int, rnd: random.Random) -> None:
     rank = np.array([r for r, _ in pages])
     stamp = np.array([t for _, t in pages])
-    by_id = np.array(rnd.sample(range(len(pages)), len(pages)), dtype=np.int64)  # type: ignore[attr-defined]
+    by_id = np.array(rnd.sample(range(len(pages)), len(pages)), dtype=np.int64)
     assert _first(size, rank, stamp, by_id).tolist() == np.lexsort((by_id, -stamp, -rank))[:size].tolist()

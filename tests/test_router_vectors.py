@@ -57,9 +57,9 @@ def test_two_pools_grown_from_one_matrix_keep_each_their_own_rows() -> None:
     query = rng.normal(size=4).astype(np.float32)
     base = Aligned.of(ids[:4], vectors[:4]).extended(ids[:5], vectors[4:5])  # a matrix with room after it
     short = base.extended(ids[:7], vectors[5:7])
-    other = (base.extended(ids[:6], [rng.normal(size=4).astype(np.float32)]), ids[:6])  # grown from the same matrix
+    other = base.extended(ids[:6], [rng.normal(size=4).astype(np.float32)])  # grown from the same matrix
     longer = short.extended(ids, vectors[7:])
     for grown, until in ((short, 7), (longer, 12)):
         assert grown.cosines(query) == Aligned.of(ids[:until], vectors[:until]).cosines(query)
-    assert other[0].cosines(query)[:5] == base.cosines(query)
+    assert other.cosines(query)[:5] == base.cosines(query)
     assert base.cosines(query) == Aligned.of(ids[:5], vectors[:5]).cosines(query)
