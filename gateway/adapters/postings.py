@@ -145,9 +145,6 @@ class Documents:
     def frequency(self, term: str) -> int:
         return len(self.occurrences(term)[0])
 
-    def counts(self, term: str) -> list[float]:
-        """``term``'s count in each document of :meth:`positions`, in that order."""
-        return self.occurrences(term)[1].tolist()  # type: ignore[no-any-return]
 
     def norms(self, *, k1: float = 1.5, b: float = 0.75, neighbours: float = 0.0) -> list[float]:
         """BM25's length term of each document (as ``lexical.bm25`` weighs them), kept for the same documents."""

@@ -33,11 +33,11 @@ from gateway.core.form import Form, choose_form, pages_for_good
 from gateway.errors import StoreUnavailable
 from gateway.service.consolidator import Consolidator
 from gateway.service.context import ContextBuilder, PagedContext
-from gateway.service.ingest import SAVE_COMMAND
 from gateway.service.identity import named_thread, request_budget, request_time
 from gateway.service.paged import PagedChat, pcp_headers
 from gateway.service.request import ChatRequest, RequestStats
 from gateway.service.router import Router
+from gateway.service.split_cache import is_save
 from gateway.service.stream_items import KEEPALIVE, Comment, StreamItem
 from gateway.service.thread_finder import ThreadFinder
 
@@ -66,7 +66,7 @@ class CompletionStream:
 
 def _is_save(request: ChatRequest) -> bool:
     last = request.messages[-1]
-    return last.get("role") == "user" and message_text(last).strip() == SAVE_COMMAND
+    return last.get("role") == "user" and is_save(message_text(last))
 
 
 class ChatService:

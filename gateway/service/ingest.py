@@ -30,9 +30,9 @@ from gateway.core.lru import Lru
 from gateway.core.original import kept_messages
 from gateway.core.scaffolding import Layout, decide, scaffolding_blocks
 from gateway.errors import InvalidRequest
-from gateway.service.split_cache import SAVE_COMMAND, Split, SplitCache, saves_of
+from gateway.service.split_cache import Split, SplitCache, saves_of
 
-__all__ = ["History", "Ingestion", "Matched", "SAVE_COMMAND", "matched_query", "matched_texts"]
+__all__ = ["History", "Ingestion", "Matched", "matched_query", "matched_texts"]
 
 LAYOUTS_KEPT = 256  # threads whose last layout a process keeps parsed (as SplitCache keeps their splits)
 

@@ -106,9 +106,12 @@ class Selection:
     decided_by: str
 
 
+Positions = Sequence[int] | npt.NDArray[np.intp]  # pages by their position among the scored ones
+
+
 def _dated(
     scores: npt.NDArray[np.float64], written: Sequence[float] | npt.NDArray[np.float64], query: str, now: datetime,
-    telling: Callable[[], Sequence[int]] = list,
+    telling: Callable[[], Positions] = list,
 ) -> npt.NDArray[np.float64]:
     """``scores`` with the pages written on the days ``query`` names ("10 days ago", "last Saturday":
     :func:`gateway.core.when.named_span`) raised by as much as those days single them out (:func:`_raised`): a
@@ -132,7 +135,7 @@ def _dated(
     return _raised(scores, inside)
 
 
-def _answer_form(scores: npt.NDArray[np.float64], query: str, holding: Callable[[Sequence[str]], Sequence[int]]) -> npt.NDArray[np.float64]:
+def _answer_form(scores: npt.NDArray[np.float64], query: str, holding: Callable[[Sequence[str]], Positions]) -> npt.NDArray[np.float64]:
     """``scores`` with the pages in the form of the answer ``query`` asks for (:data:`ANSWER_FORMS`; ``holding``
     gives the positions of the pages that hold any of some words) raised as :func:`_dated` raises a named day's
     pages, by the odds that the form singles them out, whatever else those pages share with the question."""
@@ -142,10 +145,10 @@ def _answer_form(scores: npt.NDArray[np.float64], query: str, holding: Callable[
     return scores
 
 
-def _marked(count: int, positions: Sequence[int]) -> npt.NDArray[np.bool_]:
+def _marked(count: int, positions: Positions) -> npt.NDArray[np.bool_]:
     """``count`` flags, true at ``positions``."""
     flags = np.zeros(count, dtype=bool)
-    flags[list(positions)] = True
+    flags[np.asarray(positions, dtype=np.intp)] = True
     return flags
 
 
@@ -260,11 +263,11 @@ class Router:
         scores = _normalised(LEXICAL_WEIGHT * lexical + SEMANTIC_WEIGHT * semantic)
         told = mine if about_user else documents
 
-        def holding(words: Sequence[str]) -> list[int]:
+        def holding(words: Sequence[str]) -> Positions:
             """The positions of the pages (the user's own messages, for a question about the user) that hold any of
-            ``words``."""
+            ``words`` (from the postings' arrays as they are)."""
             if told is not None:
-                return [p for term in words for p in told.positions(term)]
+                return np.concatenate([told.occurrences(term)[0] for term in words]) if words else []
             return [i for i, m in enumerate(roots) if any(t in (m.own_terms if about_user else m.terms) for t in words)]
 
         if now is not None:

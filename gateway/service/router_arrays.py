@@ -44,7 +44,7 @@ class VectorCache:
             self._items.put((scope, page_id), vector)
 
 
-SPARE_ROWS = 256  # the least room a thread's matrix of page vectors is made with to grow into (and a quarter of it)
+SPARE_ROWS = 256  # rows of room a thread's matrix of page vectors gets to grow into: a quarter of its rows, at least this
 
 
 @dataclass

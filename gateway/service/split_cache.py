@@ -17,7 +17,7 @@ from typing import Any
 from gateway.core import Block, page_id, split_blocks
 from gateway.core.messages import SYSTEM_ROLES
 
-__all__ = ["SAVE_COMMAND", "Split", "SplitCache", "saves_of"]
+__all__ = ["SAVE_COMMAND", "Split", "SplitCache", "is_save", "saves_of"]
 
 SAVE_COMMAND = "/save"  # a user message that asks the gateway to freeze the thread's topics now (never a page)
 
@@ -32,13 +32,18 @@ class Split:
     saves: tuple[int, ...] = ()  # the positions of the blocks that are a /save command (saves_of)
 
 
+def is_save(text: str) -> bool:
+    """Whether a user message's ``text`` is the :data:`SAVE_COMMAND`."""
+    return text.strip() == SAVE_COMMAND
+
+
 def saves_of(blocks: Sequence[Block], offset: int = 0) -> tuple[int, ...]:
     """The positions (shifted by ``offset``) of the blocks whose user message is :data:`SAVE_COMMAND`: one search
     in C over their texts, a walk only where one says it."""
     texts = [block.anchor_text for block in blocks]
     if SAVE_COMMAND not in "\n".join(texts):
         return ()
-    return tuple(offset + i for i, text in enumerate(texts) if text.strip() == SAVE_COMMAND)
+    return tuple(offset + i for i, text in enumerate(texts) if is_save(text))
 
 
 def _split(messages: Sequence[Mapping[str, Any]], offset: int, offset_blocks: int = 0) -> tuple[Split, int]:
