@@ -34,3 +34,14 @@ def test_units_are_cut_per_tokenizer() -> None:
     assert [o.tokens for o in first[1]] != [o.tokens for o in alone[1]]  # the two tokenizers do differ here
     assert after == alone
     assert shared.of(THREAD, page, WEIGHTS, cl100k, None) == first
+
+
+def test_a_page_no_unit_of_which_matches_is_offered_whole_in_its_entry() -> None:
+    # it matched by meaning, or by its neighbours' words: a Detail node would cost its tags on top of the same text
+    page, counter = _page(), TokenCounter()
+    _, options, _ = PageExcerpts().of(THREAD, page, {"calibration": 1.0}, counter, None)
+    assert len(options) == 1
+    whole = options[0]
+    assert whole.coverage == 1.0 and whole.text == "\n".join(row for m in MESSAGES for row in f"{m['role']}: {m['content']}".split("\n"))
+    assert whole.tokens < page.tokens + 40  # the entry's id, not a node's tags
+

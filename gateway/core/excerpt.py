@@ -50,6 +50,7 @@ __all__ = [
     "sentences",
     "speaking_share",
     "units_of",
+    "whole_page",
 ]
 
 EXACT_OPTIONS = 8  # excerpts of up to this many units are counted exactly (see excerpt_options)
@@ -360,10 +361,14 @@ def excerpt_options(
         if tokens >= whole:
             break
         options.append(ExcerptOption(chosen, text, tokens, _coverage(held, weights, strength, units, chosen, source)))
-    if options:  # the page whole, in its entry: a Detail node's text without the node
-        everything = tuple(range(len(units)))
-        options.append(ExcerptOption(everything, render_excerpt(units, everything), _estimate(units, everything), 1.0))
-    return tuple(options)
+    return (*options, *whole_page(units)) if options else ()
+
+
+def whole_page(units: Sequence[Unit]) -> tuple[ExcerptOption, ...]:
+    """The page whole as an excerpt (coverage 1, its size estimated): a Detail node's text without the node's tags,
+    so that a page shown whole in its entry costs only its own tokens. Empty for a single unit."""
+    everything = tuple(range(len(units)))
+    return (ExcerptOption(everything, render_excerpt(units, everything), _estimate(units, everything), 1.0),) if len(units) > 1 else ()
 
 
 def leading_options(units: Sequence[Unit], count: Callable[[str], int]) -> tuple[ExcerptOption, ...]:
@@ -382,9 +387,7 @@ def leading_options(units: Sequence[Unit], count: Callable[[str], int]) -> tuple
         if tokens >= whole:
             break
         options.append(ExcerptOption(chosen, text, tokens, sum(units[i].tokens for i in chosen) / whole if whole else 0.0))
-    everything = tuple(range(len(units)))
-    options.append(ExcerptOption(everything, render_excerpt(units, everything), _estimate(units, everything), 1.0))
-    return tuple(options)
+    return (*options, *whole_page(units))
 
 
 def _weights(units: Sequence[Unit], source: str | None) -> list[float]:

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from gateway.adapters.store_keys import ThreadKey
 from gateway.core import Page, TokenCounter, background_line, excerpt_entry
-from gateway.core.excerpt import ExcerptOption, Unit, excerpt_options, leading_options, line_coverage, speaking_share, units_of
+from gateway.core.excerpt import ExcerptOption, Unit, excerpt_options, leading_options, line_coverage, speaking_share, units_of, whole_page
 from gateway.core.lru import Lru
 
 __all__ = ["Offer", "PageExcerpts"]
@@ -70,12 +70,15 @@ class PageExcerpts:
         self, thread: ThreadKey, page: Page, weights: Mapping[str, float], counter: TokenCounter, source: str | None
     ) -> Offer:
         """A page's line coverage, excerpt options (their tokens include the entry's) and speaking share
-        (`speaking_share`) for a query whose terms weigh ``weights``; ``source``: see `query_source`."""
+        (`speaking_share`) for a query whose terms weigh ``weights``; ``source``: see `query_source`. A page none of
+        whose units holds a query word (it matches by meaning, or by its neighbours' words) is offered whole in its
+        entry: as a Detail node it would cost the node's tags too (on the real chats such nodes took ~220 tokens of a
+        2k context, and 4% of them held evidence)."""
         units, line = self._units(thread, page, counter)
         if not units:
             return None, (), 1.0
         count = self._counts.setdefault(counter.encoding_name, _TextCounts(counter)).count
-        options = self._entries(page, excerpt_options(units, weights, count, source), count)
+        options = self._entries(page, excerpt_options(units, weights, count, source) or whole_page(units), count)
         return line_coverage(units, weights, line, source), options, speaking_share(units, source)
 
     def leading(self, thread: ThreadKey, page: Page, counter: TokenCounter) -> Offer:
