@@ -31,12 +31,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from gateway.core.labels import line_heads, written_once
 from gateway.core.lexical import terms
 
 __all__ = [
     "ELLIPSIS",
+    "NAMED",
     "OTHERS_SHARE",
     "UNIT_TOKENS",
     "ExcerptOption",
@@ -263,17 +265,20 @@ OTHERS_SHARE = 0.1  # what the others' words in a page are worth, together, next
 NAME_PAGES = 3  # a word names a participant when one side says it in this many pages at least,
 NAME_SHARE = 0.02  # and in this share of the thread's pages,
 NAME_RATIO = 10  # and this many times as often as the other side (who is not called by their own name)
-_NAME = re.compile(r"\b[A-Z][a-z]+\b")
+NAMED = re.compile(r"\b[A-Z][a-z]+\b")  # a word that may name someone
 
 
 def named_source(
-    query: str, said: Callable[[str], tuple[int, int]], pages: int, words: Callable[[], tuple[int, int]]
+    query: str, said: Callable[[str], tuple[int, int]], pages: int, words: Callable[[], tuple[int, int]],
+    labelled: Mapping[str, str] = MappingProxyType({}),
 ) -> str | None:
     """Whose messages can hold what ``query`` asks about when it names a participant ("what did Caroline
-    paint?"): ``"user"`` or ``"assistant"``, learnt from who says the name — a participant is called by name by
-    the other and almost never by themselves — or ``None``. ``said(term)`` gives the pages where the user says
-    ``term`` and those where only the others do; ``pages`` is the thread's page count; ``words()`` how many
-    words the user and the others say in the thread. Names of both sides, or of neither, give ``None``.
+    paint?"): ``"user"`` or ``"assistant"``, or ``None``. A name that labels one side's lines (``labelled``: a
+    case-folded word to its role, `gateway.core.labels.speakers`) names that side; any other is learnt from who
+    says it — a participant is called by name by the other and almost never by themselves (a nickname too).
+    ``said(term)`` gives the pages where the user says ``term`` and those where only the others do; ``pages`` is
+    the thread's page count; ``words()`` how many words the user and the others say in the thread. Names of both
+    sides, or of neither, give ``None``.
 
     A side that says more says every word more often: an assistant whose replies are seven times as long as the
     user's messages says "life" (of "Spiritual Life") in 34 pages to the user's 2, "St" (of "St. Mary's") in 10
@@ -285,7 +290,10 @@ def named_source(
     least = max(NAME_PAGES, NAME_SHARE * pages)
     found: set[str] = set()
     counted: list[tuple[int, int]] = []
-    for name in dict.fromkeys(_NAME.findall(query)):
+    for name in dict.fromkeys(NAMED.findall(query)):
+        if name.casefold() in labelled:
+            found.add(labelled[name.casefold()])
+            continue
         found_terms = terms(name)
         if not found_terms:
             continue

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-__all__ = ["LABEL_MESSAGES", "label_shapes", "line_heads", "without_labels", "written_once"]
+__all__ = ["LABEL_MESSAGES", "label_shapes", "line_heads", "speakers", "without_labels", "written_once"]
 
 LABEL_MESSAGES = 2  # a head is a label when it opens lines of this many messages at least
 
@@ -40,6 +40,7 @@ _HEAD = re.compile(
     re.UNICODE,
 )
 _DIGIT = re.compile(r"\d")
+_NAME_WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 
 
 def _shape(head: str) -> str:
@@ -68,6 +69,21 @@ def label_shapes(messages: Iterable[str], least: int = LABEL_MESSAGES) -> frozen
     for text in messages:
         messages_with.update({shape for line in text.split("\n") for shape, _ in line_heads(line)})
     return frozenset(shape for shape, n in messages_with.items() if n >= least)
+
+
+def speakers(messages: Sequence[tuple[str, str]], least: int = LABEL_MESSAGES) -> dict[str, str]:
+    """Who the line labels of ``messages`` ((role, text) pairs that belong together: a thread's last exchanges) name:
+    each word of a name label (``Emi:``, ``Fahim Khan:``, ``<emi>``; not a timestamp or a ``[#channel]``), case-folded,
+    with the role whose lines it opens. A word that opens lines of both roles names neither."""
+    shapes = label_shapes((text for _, text in messages), least)
+    roles: dict[str, set[str]] = {}
+    for role, text in messages:
+        for line in text.split("\n"):
+            for shape, _ in line_heads(line):
+                if shape in shapes and (shape.endswith(":") or shape.startswith("<")) and not _DIGIT.search(shape):
+                    for word in _NAME_WORD.findall(shape):
+                        roles.setdefault(word, set()).add(role)
+    return {word: next(iter(found)) for word, found in roles.items() if len(found) == 1}
 
 
 def without_labels(text: str, shapes: frozenset[str], *, roles: bool = True) -> str:

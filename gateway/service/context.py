@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any, TypeVar
 
 from gateway.adapters.embedder import Embedder
@@ -40,7 +41,7 @@ from gateway.core.rounds import Room, ZoomNames
 from gateway.core.tokens import REPLY_PRIMING
 from gateway.core.worth import BACKGROUND_OVERHEAD
 from gateway.service.candidate_pool import fits_whole
-from gateway.service.ingest import History, Ingestion, matched_query
+from gateway.service.ingest import History, Ingestion, matched_query, speakers_of
 from gateway.service.page_excerpts import PageExcerpts
 from gateway.service.page_tree import open_folded_kept, visible_tree
 from gateway.service.rendering import Rendering, shown_query
@@ -258,6 +259,7 @@ class ContextBuilder:
             state=state, now=now, counter=counter, rendering=rendering, fixed=fixed, ceiling=ceiling, limit=limit,
             window=window, background_overhead=background_overhead, flow_overhead=flow_overhead, seen=seen,
             hopeless=hopeless, follows=ids[-1] if follows and ids and cut == len(blocks) else None,
+            speakers=partial(speakers_of, blocks, split.tail),
         )  # fmt: skip
         for whole in (True, False) if equals else (False,):
             fitted = await self._views.fit(layout, whole)

@@ -24,7 +24,7 @@ from gateway.config import PcpSettings
 from gateway.core import Block, Page, TokenCounter, message_text, original_page, page_id
 from gateway.core.continuation import answer_claims
 from gateway.core.excerpt import sentences
-from gateway.core.labels import label_shapes, without_labels
+from gateway.core.labels import label_shapes, speakers, without_labels
 from gateway.core.lexical import term_counts
 from gateway.core.lru import Lru
 from gateway.core.original import kept_messages
@@ -32,9 +32,10 @@ from gateway.core.scaffolding import Layout, decide, scaffolding_blocks
 from gateway.errors import InvalidRequest
 from gateway.service.split_cache import Split, SplitCache, saves_of
 
-__all__ = ["History", "Ingestion", "Matched", "matched_query", "matched_texts"]
+__all__ = ["History", "Ingestion", "Matched", "matched_query", "matched_texts", "speakers_of"]
 
 LAYOUTS_KEPT = 256  # threads whose last layout a process keeps parsed (as SplitCache keeps their splits)
+SPEAKING = 3  # the last exchanges whose line labels say who is who (speakers_of): a label opens lines of two of them
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,13 @@ def matched_query(query: str, blocks: Sequence[Block], tail: Sequence[Mapping[st
     texts = [message_text(m) for b in blocks[-1:] for m in b.messages if m.get("role") in ("user", "assistant")]
     shapes = label_shapes([*texts, *(message_text(m) for m in tail if m.get("role") == "user")])
     return without_labels(query, shapes)
+
+
+def speakers_of(blocks: Sequence[Block], tail: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Who the line labels of the thread's last exchanges and the live turn name (`gateway.core.labels.speakers`):
+    a question that names a participant by their label is about their messages (`gateway.core.excerpt.named_source`)."""
+    messages = [*(m for b in blocks[-SPEAKING:] for m in b.messages), *tail]
+    return speakers([(str(m.get("role")), message_text(m)) for m in messages if m.get("role") in ("user", "assistant")])
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ real rendering (DESIGN §2 steps 4–8; gateway.service.context lays out the req
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -18,7 +18,7 @@ from gateway.adapters.redis_store import RedisStore, ThreadKey
 from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.config import PcpSettings
 from gateway.core import Candidate, ContextWindowExceeded, FitResult, LineHolds, PageTree, TokenCounter, View, ViewState, fit_rendered, view_of
-from gateway.core.excerpt import named_source, query_source
+from gateway.core.excerpt import NAMED, named_source, query_source
 from gateway.core.lexical import idf_weights, terms
 from gateway.core.outside import Outside, PoolExceeded
 from gateway.errors import ContextLengthExceeded
@@ -59,6 +59,9 @@ class Layout:
     # the exchange the live turn follows in its sitting, paged because it could not stay whole: whatever it matches,
     # its question is shown before any page is weighed, and as much more of its opening as the matching pages leave
     follows: str | None = None
+    # who the line labels of the last exchanges name (gateway.service.ingest.speakers_of), asked only of a question
+    # that names someone
+    speakers: Callable[[], Mapping[str, str]] = dict
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,7 @@ class ViewChoice:
         source = query_source(match_text)
         named = False
         if source is None and documents is not None:
-            source = self._named(layout.query, layout.snapshot, documents, manifests)
+            source = self._named(layout.query, layout.snapshot, documents, manifests, layout.speakers)
             named = source is not None
 
         def excerpted(ids: Iterable[str]) -> dict[str, Offer]:
@@ -221,9 +224,12 @@ class ViewChoice:
         return relevance, requested, selection.match_text, documents, selection.decided_by, scored_ids
 
     @staticmethod
-    def _named(query: str, snapshot: ThreadSnapshot, documents: Documents, manifests: Mapping[str, Manifest]) -> str | None:
-        """The role a question about a named participant is about (`named_source`), from the thread's postings
-        and its pages' manifests."""
+    def _named(
+        query: str, snapshot: ThreadSnapshot, documents: Documents, manifests: Mapping[str, Manifest],
+        speakers: Callable[[], Mapping[str, str]],
+    ) -> str | None:
+        """The role a question about a named participant is about (`named_source`), from the line labels of the last
+        exchanges (``speakers``), the thread's postings and its pages' manifests."""
         users: list[Documents | None] = []
 
         def said(term: str) -> tuple[int, int]:
@@ -247,7 +253,7 @@ class ViewChoice:
                 counted = snapshot.derived[key] = (user, others)
             return counted
 
-        return named_source(query, said, len(documents), words)
+        return named_source(query, said, len(documents), words, speakers() if NAMED.search(query) else {})
 
     @staticmethod
     def _ranked(scored: Sequence[str], relevance: Mapping[str, float]) -> _Ranked:

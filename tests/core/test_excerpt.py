@@ -206,6 +206,23 @@ def test_a_participant_is_known_by_who_says_their_name() -> None:
     assert named_source("What did Caroline paint?", lambda term: (0, 3), 1000, lambda: (5000, 5000)) is None  # 3 of 1,000 pages: not a name said often
 
 
+def test_a_name_that_labels_one_sides_lines_names_that_side() -> None:
+    # a chat exported as "Name: text": a speaker's own name labels their lines (set aside for matching) and is seldom
+    # said; another name for the same person (a nickname) is still learnt from who says it
+    said = {"kate": (1, 40)}.get
+    labelled = {"elise": "assistant", "emi": "user"}
+
+    def source(query: str) -> str | None:
+        return named_source(query, lambda term: said(term) or (0, 0), 200, lambda: (5000, 5000), labelled)
+
+    assert source("What did Elise paint?") == "assistant"
+    assert source("Where does Emi work?") == "user"
+    assert source("Where does Kate work?") == "user"
+    assert source("Did Kate and Elise both paint?") is None  # both sides: anyone's messages
+    assert source("Did Emi and Kate both paint?") == "user"  # two names of one side
+    assert named_source("What did Elise paint?", lambda term: (0, 0), 200, lambda: (5000, 5000)) is None  # no labels
+
+
 def test_a_word_said_more_by_the_side_that_says_more_is_not_a_name() -> None:
     # an assistant's replies seven times as long as the user's messages: "life" in 34 of its pages, in 2 of the
     # user's — ten times as many pages, not ten times as often per word; "Caroline" in 200 to none is a name

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.labels import label_shapes, line_heads, without_labels, written_once
+from gateway.core.labels import label_shapes, line_heads, speakers, without_labels, written_once
 
 
 def test_a_name_that_opens_the_lines_of_two_messages_is_a_label() -> None:
@@ -31,6 +31,24 @@ def test_a_name_that_opens_the_lines_of_two_messages_is_a_label() -> None:
 def test_timestamps_and_nicknames_are_labels_too(messages: list[str], stripped: list[str]) -> None:
     shapes = label_shapes(messages)
     assert [without_labels(m, shapes) for m in messages] == stripped
+
+
+def test_the_labels_of_the_last_exchanges_say_who_is_who() -> None:
+    messages = [
+        ("user", "[29/12/2023, 22:42] Fahim Khan: back home\n[29/12/2023, 22:43] Fahim Khan: you?"),
+        ("assistant", "<akib> same\n<akib> tired"),
+        ("user", "[29/12/2023, 22:50] Fahim Khan: Tokyo: 3 days, booked"),
+        ("assistant", "<akib> nice"),
+    ]
+    # every word of a name label, case-folded, with the role whose lines it opens; not the timestamps, and not a
+    # head that opens one message only ("Tokyo:")
+    assert speakers(messages) == {"fahim": "user", "khan": "user", "akib": "assistant"}
+
+
+def test_a_label_that_opens_both_roles_lines_names_neither() -> None:
+    # a bridge that writes the same channel tag before everyone's lines, and a name both sides' lines carry
+    messages = [("user", "Team: hi"), ("assistant", "Team: hello"), ("user", "Emi: so"), ("user", "Emi: well")]
+    assert speakers(messages) == {"emi": "user"}
 
 
 def test_what_one_message_says_before_a_colon_is_its_own_content() -> None:
