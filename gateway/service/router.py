@@ -28,7 +28,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, time as day_start, timedelta
 
@@ -44,7 +44,9 @@ from gateway.config import PcpSettings
 from gateway.core import View, iso_time, lead_text
 from gateway.core.excerpt import query_source
 from gateway.core.languages import LANGUAGES
-from gateway.core.lexical import bm25, drop_common_words, drop_time_phrases, is_low_information, table_terms, terms
+from gateway.core.lexical import (
+    bm25, drop_common_words, drop_terms, drop_time_phrases, is_low_information, stem, table_terms, terms, words,
+)
 from gateway.core.lru import Lru
 from gateway.core.when import named_span
 from gateway.core.worth import RELEVANCE_POWER
@@ -232,11 +234,13 @@ class Router:
         documents: Documents | None = None,
         own: Callable[[], Documents | None] | None = None,
         now: datetime | None = None,
+        labels: Collection[str] = (),
     ) -> Selection:
         """Relevance and views for ``roots`` (in conversation order); ``documents``, the same pages over the
         thread's postings, gives the lexical statistics without looking at every page (the same numbers), and
         ``own`` gives the same for the user's own messages, on which a question about the user is matched;
-        ``now``, the request's time, dates the days a query names ("10 days ago")."""
+        ``now``, the request's time, dates the days a query names ("10 days ago"); ``labels``, the names the line
+        labels give the participants (`gateway.core.labels.speakers`)."""
         text = matched_on(query, previous_summary)
         ids, written = self._columns(roots)
         counts = [m.terms for m in roots] if documents is None else []  # (only without the postings)
@@ -258,7 +262,13 @@ class Router:
         common = (documents.drop_common_words(text, COMMON_SHARE) if documents is not None
                   else drop_common_words(text, counts, COMMON_SHARE))
         # the embedding has no IDF: words in most pages (the participants' names) only pull it towards pages that
-        # mention them (on LoCoMo, leaving them out adds ~0.01 recall at 2k and 4k)
+        # mention them (on LoCoMo, leaving them out adds ~0.01 recall at 2k and 4k); and a name that labels a
+        # speaker's lines is left out of every page's embedding, so out of the query's too ("what are Fahim's
+        # hobbies?" is matched as "what are hobbies?"; its BM25 finds the pages that say the name)
+        if labels:
+            named = {stem(word) for word in labels}
+            unnamed = drop_terms(common, named.__contains__)
+            common = unnamed if words(unnamed) else common
         semantic = _above_typical(await self._semantic(thread, common, ids, about_user))
         scores = _normalised(LEXICAL_WEIGHT * lexical + SEMANTIC_WEIGHT * semantic)
         told = mine if about_user else documents

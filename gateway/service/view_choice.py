@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from types import MappingProxyType
 
 import numpy as np
 
@@ -89,8 +90,10 @@ class ViewChoice:
             layout.thread, layout.manifests, layout.flow, layout.folded, layout.state, layout.rendering
         )
         started = time.perf_counter()
+        speakers = layout.speakers() if NAMED.search(layout.query) else {}  # (a question that names no one needs none)
         relevance, requested, match_text, documents, selected_by, scored_ids = await self._select(
-            thread, layout.snapshot, layout.query, layout.ids, flow, folded, manifests, state, layout.now, whole, layout.follows
+            thread, layout.snapshot, layout.query, layout.ids, flow, folded, manifests, state, layout.now, whole, layout.follows,
+            speakers,
         )
         router_ms = (time.perf_counter() - started) * 1000
         wanted = rendering.wanted = dict(state)
@@ -117,7 +120,7 @@ class ViewChoice:
         source = query_source(match_text)
         named = False
         if source is None and documents is not None:
-            source = self._named(layout.query, layout.snapshot, documents, manifests, layout.speakers)
+            source = self._named(layout.query, layout.snapshot, documents, manifests, speakers)
             named = source is not None
 
         def excerpted(ids: Iterable[str]) -> dict[str, Offer]:
@@ -192,10 +195,12 @@ class ViewChoice:
         now: datetime,
         whole: bool = False,
         follows: str | None = None,
+        speakers: Mapping[str, str] = MappingProxyType({}),
     ) -> tuple[dict[str, float], dict[str, View], str, Documents | None, str, tuple[str, ...]]:
         """Relevance per top-level page, the views asked for (the router's, and the model's own zoom), the
         text matched (the query, reconstructed when it says too little), the pages scored as documents over
-        the thread's postings (for their term statistics), and who decided the views.
+        the thread's postings (for their term statistics), and who decided the views. ``speakers``: the names the
+        line labels give the participants (`Layout.speakers`), which the router does not match.
 
         The router scores every top-level page but the folded containers, in conversation order; a folded
         container is as relevant as a share of its best page, so its summary comes after the pages that match.
@@ -211,7 +216,7 @@ class ViewChoice:
         else:
             selection = await self._router.select(
                 thread, query, summary, scored, documents,
-                lambda: snapshot.user_postings.documents(scored_ids, own_lengths), now,
+                lambda: snapshot.user_postings.documents(scored_ids, own_lengths), now, speakers.keys(),
             )
         relevance = dict(selection.relevance)
         for container, pages in folded.items():
@@ -226,7 +231,7 @@ class ViewChoice:
     @staticmethod
     def _named(
         query: str, snapshot: ThreadSnapshot, documents: Documents, manifests: Mapping[str, Manifest],
-        speakers: Callable[[], Mapping[str, str]],
+        speakers: Mapping[str, str],
     ) -> str | None:
         """The role a question about a named participant is about (`named_source`), from the line labels of the last
         exchanges (``speakers``), the thread's postings and its pages' manifests."""
@@ -253,7 +258,7 @@ class ViewChoice:
                 counted = snapshot.derived[key] = (user, others)
             return counted
 
-        return named_source(query, said, len(documents), words, speakers() if NAMED.search(query) else {})
+        return named_source(query, said, len(documents), words, speakers)
 
     @staticmethod
     def _ranked(scored: Sequence[str], relevance: Mapping[str, float]) -> _Ranked:

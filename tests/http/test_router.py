@@ -383,6 +383,38 @@ def test_a_question_about_a_named_participant_is_held_by_their_messages(routed: 
     assert "lighthouse" in about_anyone and "sandcastles" in about_anyone  # the whole line: anyone's messages
 
 
+def _labelled(user: str, assistant: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": f"Emi: {user}"}, {"role": "assistant", "content": f"Elise: {assistant}"}]
+
+
+def test_a_participant_named_by_the_label_of_their_lines_is_asked_about_by_what_they_said(
+    routed: GatewayProcess, upstream: FakeUpstream
+) -> None:
+    """A chat exported as ``Name: text`` lines, in which neither calls the other by name: the labels say who is who.
+    A name that labels a speaker's lines is in no page's terms or embedding, so it is not matched in a question
+    either: asking what Emi painted or what Elise painted ranks the pages alike, the two paintings first (a name
+    in the embedded question would pull it towards whatever its vector is near). What the name decides is whose
+    words answer: the page is cut to what the one named said."""
+    turns = [
+        *(m for user, reply in FACTS[:2] for m in _labelled(user, reply)),
+        *_labelled("This weekend I painted a lighthouse on the garden fence.", "Nice."),
+        *(m for user, reply in FACTS[2:5] for m in _labelled(user, reply)),
+        *_labelled("Nice! And you?", "This weekend I painted a fox on the garden fence."),
+        *(m for user, reply in FACTS[5:8] for m in _labelled(user, reply)),
+    ]
+    emi, elise = (_ranked_when_asked(routed, upstream, [("2023-03-01T09:00:00Z", turns)], f"What did {name} paint?",
+                                     ["2023-03-02T09:00:00Z"])[0] for name in ("Emi", "Elise"))
+    assert [line.split()[0] for line in emi] == [line.split()[0] for line in elise]
+    assert "painted" in emi[0] and "painted" in emi[1]
+    upstream.script(Reply(content='{"detail": [], "summary": []}'), Reply(content="fine"))
+    openai.OpenAI(base_url=routed.base_url, api_key="sk-r", max_retries=0).chat.completions.create(
+        model="fake-model", messages=[*LOG, *turns, {"role": "user", "content": "What did Elise paint?"}],  # type: ignore[arg-type]
+        extra_headers={"X-PCP-Thread": "r-" + uuid.uuid4().hex[:8], "X-PCP-Budget": "700"})
+    text = [r for r in upstream.chat_requests if not is_router_call(r)][-1].body["messages"][0]["content"]  # type: ignore[index]
+    fox = next(entry for _, entry in _entries(etree.fromstring(text[text.index("<PagedContext"):].encode())) if "fox" in entry)
+    assert "And you?" not in fox and ELLIPSIS in fox
+
+
 TOPICS = ["list the keys", "set a TTL", "rename a key", "count the members of a set", "trim a list", "watch a key",
           "pipeline commands", "publish a message", "scan a hash", "increment a counter", "expire a session",
           "sort a list", "store a bitmap", "cap a stream", "flush one database", "pick a random key", "move a key",
