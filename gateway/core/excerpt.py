@@ -46,7 +46,8 @@ __all__ = [
     "excerpt_options",
     "leading_options",
     "line_coverage",
-    "named_source",
+    "named_side",
+    "participants",
     "query_source",
     "render_excerpt",
     "sentences",
@@ -268,17 +269,16 @@ NAME_RATIO = 10  # and this many times as often as the other side (who is not ca
 NAMED = re.compile(r"\b[A-Z][a-z]+\b")  # a word that may name someone
 
 
-def named_source(
+def participants(
     query: str, said: Callable[[str], tuple[int, int]], pages: int, words: Callable[[], tuple[int, int]],
     labelled: Mapping[str, str] = MappingProxyType({}),
-) -> str | None:
-    """Whose messages can hold what ``query`` asks about when it names a participant ("what did Caroline
-    paint?"): ``"user"`` or ``"assistant"``, or ``None``. A name that labels one side's lines (``labelled``: a
-    case-folded word to its role, `gateway.core.labels.speakers`) names that side; any other is learnt from who
-    says it — a participant is called by name by the other and almost never by themselves (a nickname too).
-    ``said(term)`` gives the pages where the user says ``term`` and those where only the others do; ``pages`` is
-    the thread's page count; ``words()`` how many words the user and the others say in the thread. Names of both
-    sides, or of neither, give ``None``.
+) -> dict[str, str]:
+    """The participants ``query`` names ("what did Caroline paint?"): each name, case-folded, with its side, ``"user"``
+    or ``"assistant"``, whose messages hold what it asks about (:func:`named_side`). A name that labels one side's
+    lines (``labelled``: a case-folded word to its role, `gateway.core.labels.speakers`) names that side; any other
+    is learnt from who says it — a participant is called by name by the other and almost never by themselves (a
+    nickname too). ``said(term)`` gives the pages where the user says ``term`` and those where only the others do;
+    ``pages`` is the thread's page count; ``words()`` how many words the user and the others say in the thread.
 
     A side that says more says every word more often: an assistant whose replies are seven times as long as the
     user's messages says "life" (of "Spiritual Life") in 34 pages to the user's 2, "St" (of "St. Mary's") in 10
@@ -288,11 +288,11 @@ def named_source(
     who talk about as much (LoCoMo) each other's names come out 15 to 250 times as frequent, a nickname said in 7
     pages 8 times, a friend one of them names 9 times; "life", "St" and "Tanqueray" 1.7, 0.7 and 1.0 times."""
     least = max(NAME_PAGES, NAME_SHARE * pages)
-    found: set[str] = set()
+    found: dict[str, str] = {}
     counted: list[tuple[int, int]] = []
-    for name in dict.fromkeys(NAMED.findall(query)):
-        if name.casefold() in labelled:
-            found.add(labelled[name.casefold()])
+    for name in dict.fromkeys(word.casefold() for word in NAMED.findall(query)):
+        if name in labelled:
+            found[name] = labelled[name]
             continue
         found_terms = terms(name)
         if not found_terms:
@@ -310,8 +310,15 @@ def named_source(
         speaker_words, hearer_words = (others_words, user_words) if side == "user" else (user_words, others_words)
         # a side that never says the word is not evidence that it never would: one more mention on each side
         if (speaker + 1) * hearer_words >= NAME_RATIO * (hearer + 1) * speaker_words:
-            found.add(side)
-    return found.pop() if len(found) == 1 else None
+            found[name] = side
+    return found
+
+
+def named_side(named: Mapping[str, str]) -> str | None:
+    """The side a question about the participants ``named`` (:func:`participants`) is about: theirs when they are all
+    of one side; ``None`` (anyone's) for both sides, or none."""
+    sides = set(named.values())
+    return sides.pop() if len(sides) == 1 else None
 
 
 def _order(units: Sequence[Unit], held: Sequence[frozenset[str]], weights: Mapping[str, float], source: str | None = None) -> list[int]:

@@ -103,7 +103,7 @@ def matched_query(query: str, blocks: Sequence[Block], tail: Sequence[Mapping[st
 
 def speakers_of(blocks: Sequence[Block], tail: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """Who the line labels of the thread's last exchanges and the live turn name (`gateway.core.labels.speakers`):
-    a question that names a participant by their label is about their messages (`gateway.core.excerpt.named_source`)."""
+    a question that names a participant by their label is about their messages (`gateway.core.excerpt.participants`)."""
     messages = [*(m for b in blocks[-SPEAKING:] for m in b.messages), *tail]
     return speakers([(str(m.get("role")), message_text(m)) for m in messages if m.get("role") in ("user", "assistant")])
 

@@ -234,13 +234,13 @@ class Router:
         documents: Documents | None = None,
         own: Callable[[], Documents | None] | None = None,
         now: datetime | None = None,
-        labels: Collection[str] = (),
+        names: Collection[str] = (),
     ) -> Selection:
         """Relevance and views for ``roots`` (in conversation order); ``documents``, the same pages over the
         thread's postings, gives the lexical statistics without looking at every page (the same numbers), and
         ``own`` gives the same for the user's own messages, on which a question about the user is matched;
-        ``now``, the request's time, dates the days a query names ("10 days ago"); ``labels``, the names the line
-        labels give the participants (`gateway.core.labels.speakers`)."""
+        ``now``, the request's time, dates the days a query names ("10 days ago"); ``names``, the participants it
+        names (`gateway.core.excerpt.participants`)."""
         text = matched_on(query, previous_summary)
         ids, written = self._columns(roots)
         counts = [m.terms for m in roots] if documents is None else []  # (only without the postings)
@@ -262,11 +262,12 @@ class Router:
         common = (documents.drop_common_words(text, COMMON_SHARE) if documents is not None
                   else drop_common_words(text, counts, COMMON_SHARE))
         # the embedding has no IDF: words in most pages (the participants' names) only pull it towards pages that
-        # mention them (on LoCoMo, leaving them out adds ~0.01 recall at 2k and 4k); and a name that labels a
-        # speaker's lines is left out of every page's embedding, so out of the query's too ("what are Fahim's
-        # hobbies?" is matched as "what are hobbies?"; its BM25 finds the pages that say the name)
-        if labels:
-            named = {stem(word) for word in labels}
+        # mention them (on LoCoMo, leaving them out adds ~0.01 recall at 2k and 4k); and a participant's name says
+        # whose words answer (gateway.service.view_choice), not what they said: "what are Fahim's hobbies?" is
+        # embedded as "what are hobbies?" (a label is left out of every page's embedding too; BM25 still finds
+        # the pages that say the name)
+        if names:
+            named = {stem(word) for word in names}
             unnamed = drop_terms(common, named.__contains__)
             common = unnamed if words(unnamed) else common
         semantic = _above_typical(await self._semantic(thread, common, ids, about_user))

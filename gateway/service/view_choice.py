@@ -19,7 +19,7 @@ from gateway.adapters.redis_store import RedisStore, ThreadKey
 from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.config import PcpSettings
 from gateway.core import Candidate, ContextWindowExceeded, FitResult, LineHolds, PageTree, TokenCounter, View, ViewState, fit_rendered, view_of
-from gateway.core.excerpt import NAMED, named_source, query_source
+from gateway.core.excerpt import NAMED, named_side, participants, query_source
 from gateway.core.lexical import idf_weights, terms
 from gateway.core.outside import Outside, PoolExceeded
 from gateway.errors import ContextLengthExceeded
@@ -91,7 +91,7 @@ class ViewChoice:
         )
         started = time.perf_counter()
         speakers = layout.speakers() if NAMED.search(layout.query) else {}  # (a question that names no one needs none)
-        relevance, requested, match_text, documents, selected_by, scored_ids = await self._select(
+        relevance, requested, match_text, documents, selected_by, scored_ids, named = await self._select(
             thread, layout.snapshot, layout.query, layout.ids, flow, folded, manifests, state, layout.now, whole, layout.follows,
             speakers,
         )
@@ -118,17 +118,16 @@ class ViewChoice:
         # a page whose line holds it whole is never cut: the line costs what an excerpt would, and the answer
         # often sits in the message next to the one that matches
         source = query_source(match_text)
-        named = False
-        if source is None and documents is not None:
-            source = self._named(layout.query, layout.snapshot, documents, manifests, speakers)
-            named = source is not None
+        about_named = source is None and named_side(named) is not None
+        if about_named:
+            source = named_side(named)
 
         def excerpted(ids: Iterable[str]) -> dict[str, Offer]:
             return {
                 i: self._excerpts.of(thread, pages[i], weights, layout.counter, source)
                 for i in ids
                 # a question about a named participant is held by their messages: a line then shows twice what it holds
-                if i in pages and (named or manifests[i].line is not LineHolds.CONTENT)
+                if i in pages and (about_named or manifests[i].line is not LineHolds.CONTENT)
             }
 
         excerpts = rendering.excerpts = excerpted(full)
@@ -196,11 +195,11 @@ class ViewChoice:
         whole: bool = False,
         follows: str | None = None,
         speakers: Mapping[str, str] = MappingProxyType({}),
-    ) -> tuple[dict[str, float], dict[str, View], str, Documents | None, str, tuple[str, ...]]:
+    ) -> tuple[dict[str, float], dict[str, View], str, Documents | None, str, tuple[str, ...], Mapping[str, str]]:
         """Relevance per top-level page, the views asked for (the router's, and the model's own zoom), the
         text matched (the query, reconstructed when it says too little), the pages scored as documents over
-        the thread's postings (for their term statistics), and who decided the views. ``speakers``: the names the
-        line labels give the participants (`Layout.speakers`), which the router does not match.
+        the thread's postings (for their term statistics), who decided the views, and the participants the query
+        names with their sides (`_named`; ``speakers``: the names the line labels give them, `Layout.speakers`).
 
         The router scores every top-level page but the folded containers, in conversation order; a folded
         container is as relevant as a share of its best page, so its summary comes after the pages that match.
@@ -211,12 +210,13 @@ class ViewChoice:
             previous = (await snapshot.manifests(ids[-1:])).get(ids[-1])
         documents = snapshot.postings.documents(scored_ids, lengths)
         summary = previous.page.summary if previous else None
+        named = self._named(query, snapshot, documents, manifests, speakers) if documents is not None and NAMED.search(query) else {}
         if whole:
             selection = Selection(dict.fromkeys(scored_ids, 1.0), {}, matched_on(query, summary), "unranked")
         else:
             selection = await self._router.select(
                 thread, query, summary, scored, documents,
-                lambda: snapshot.user_postings.documents(scored_ids, own_lengths), now, speakers.keys(),
+                lambda: snapshot.user_postings.documents(scored_ids, own_lengths), now, named.keys(),
             )
         relevance = dict(selection.relevance)
         for container, pages in folded.items():
@@ -226,14 +226,14 @@ class ViewChoice:
         relevance.update({page: 1.0 for page in state if page in relevance})  # the model opened it: keep it open
         requested = dict(selection.views)
         requested.update({k: v for k, v in state.items() if k in flow.roots})
-        return relevance, requested, selection.match_text, documents, selection.decided_by, scored_ids
+        return relevance, requested, selection.match_text, documents, selection.decided_by, scored_ids, named
 
     @staticmethod
     def _named(
         query: str, snapshot: ThreadSnapshot, documents: Documents, manifests: Mapping[str, Manifest],
         speakers: Mapping[str, str],
-    ) -> str | None:
-        """The role a question about a named participant is about (`named_source`), from the line labels of the last
+    ) -> dict[str, str]:
+        """The participants ``query`` names, with their sides (`participants`), from the line labels of the last
         exchanges (``speakers``), the thread's postings and its pages' manifests."""
         users: list[Documents | None] = []
 
@@ -258,7 +258,7 @@ class ViewChoice:
                 counted = snapshot.derived[key] = (user, others)
             return counted
 
-        return named_source(query, said, len(documents), words, speakers)
+        return participants(query, said, len(documents), words, speakers)
 
     @staticmethod
     def _ranked(scored: Sequence[str], relevance: Mapping[str, float]) -> _Ranked:

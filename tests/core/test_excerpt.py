@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.excerpt import ELLIPSIS, OTHERS_SHARE, UNIT_TOKENS, excerpt_options, leading_options, line_coverage, named_source, query_source, render_excerpt, sentences, units_of
+from gateway.core.excerpt import ELLIPSIS, OTHERS_SHARE, UNIT_TOKENS, excerpt_options, leading_options, line_coverage, named_side, participants, query_source, render_excerpt, sentences, units_of
 from gateway.core.lexical import idf_weights, terms
 from gateway.core.tokens import TokenCounter
 
@@ -196,14 +196,16 @@ def test_a_participant_is_known_by_who_says_their_name() -> None:
     said = {"carolin": (1, 128), "melani": (96, 2), "paint": (40, 35), "mel": (2, 2)}.get
 
     def source(query: str) -> str | None:
-        return named_source(query, lambda term: said(term) or (0, 0), 200, lambda: (5000, 5000))
+        return named_side(participants(query, lambda term: said(term) or (0, 0), 200, lambda: (5000, 5000)))
 
     assert source("What did Caroline paint last year?") == "user"  # the other side calls the user Caroline
     assert source("Where did Melanie go camping?") == "assistant"
     assert source("Did Caroline and Melanie both paint?") is None  # both sides: anyone's messages
     assert source("What did Mel say?") is None  # too rare to tell
     assert source("What did she paint?") is None
-    assert named_source("What did Caroline paint?", lambda term: (0, 3), 1000, lambda: (5000, 5000)) is None  # 3 of 1,000 pages: not a name said often
+    assert participants("What did Caroline paint?", lambda term: (0, 3), 1000, lambda: (5000, 5000)) == {}  # 3 of 1,000 pages: not a name said often
+    assert participants("Did Caroline and Melanie both paint?", lambda term: said(term) or (0, 0), 200, lambda: (5000, 5000)) == {
+        "caroline": "user", "melanie": "assistant"}
 
 
 def test_a_name_that_labels_one_sides_lines_names_that_side() -> None:
@@ -213,14 +215,14 @@ def test_a_name_that_labels_one_sides_lines_names_that_side() -> None:
     labelled = {"elise": "assistant", "emi": "user"}
 
     def source(query: str) -> str | None:
-        return named_source(query, lambda term: said(term) or (0, 0), 200, lambda: (5000, 5000), labelled)
+        return named_side(participants(query, lambda term: said(term) or (0, 0), 200, lambda: (5000, 5000), labelled))
 
     assert source("What did Elise paint?") == "assistant"
     assert source("Where does Emi work?") == "user"
     assert source("Where does Kate work?") == "user"
     assert source("Did Kate and Elise both paint?") is None  # both sides: anyone's messages
     assert source("Did Emi and Kate both paint?") == "user"  # two names of one side
-    assert named_source("What did Elise paint?", lambda term: (0, 0), 200, lambda: (5000, 5000)) is None  # no labels
+    assert participants("What did Elise paint?", lambda term: (0, 0), 200, lambda: (5000, 5000)) == {}  # no labels
 
 
 def test_a_word_said_more_by_the_side_that_says_more_is_not_a_name() -> None:
@@ -229,7 +231,7 @@ def test_a_word_said_more_by_the_side_that_says_more_is_not_a_name() -> None:
     said = {"life": (2, 34), "carolin": (0, 200), "tanqueray": (0, 8)}.get
 
     def source(query: str, words: tuple[int, int]) -> str | None:
-        return named_source(query, lambda term: said(term) or (0, 0), 400, lambda: words)
+        return named_side(participants(query, lambda term: said(term) or (0, 0), 400, lambda: words))
 
     assert source("Which chapter of Spiritual Life covers prayer?", (2000, 14000)) is None
     assert source("Which chapter of Spiritual Life covers prayer?", (7000, 7000)) == "user"  # as much said on each side
@@ -237,8 +239,8 @@ def test_a_word_said_more_by_the_side_that_says_more_is_not_a_name() -> None:
     # never said by the user, but in 8 pages only: as likely a word the user has had no reason to say yet
     assert source("What does Tanqueray say about prayer?", (7000, 7000)) is None
     # the user who says more: a word of theirs is held to the same rate
-    assert named_source("Where is Melanie?", lambda term: (30, 2), 400, lambda: (14000, 2000)) is None
-    assert named_source("Where is Melanie?", lambda term: (30, 2), 400, lambda: (2000, 2000)) == "assistant"
+    assert participants("Where is Melanie?", lambda term: (30, 2), 400, lambda: (14000, 2000)) == {}
+    assert participants("Where is Melanie?", lambda term: (30, 2), 400, lambda: (2000, 2000)) == {"melanie": "assistant"}
 
 
 def test_the_line_of_a_code_block_that_says_what_else_the_query_asks_comes_first() -> None:
