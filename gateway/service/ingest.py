@@ -103,9 +103,11 @@ def matched_query(query: str, blocks: Sequence[Block], tail: Sequence[Mapping[st
 
 def speakers_of(blocks: Sequence[Block], tail: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """Who the line labels of the thread's last exchanges and the live turn name (`gateway.core.labels.speakers`):
-    a question that names a participant by their label is about their messages (`gateway.core.excerpt.participants`)."""
+    a question that names a participant by their label is about their messages (`gateway.core.excerpt.participants`).
+    A label opens its message's first line, which is all that is read: a pasted file is not walked line by line."""
     messages = [*(m for b in blocks[-SPEAKING:] for m in b.messages), *tail]
-    return speakers([(str(m.get("role")), message_text(m)) for m in messages if m.get("role") in ("user", "assistant")])
+    return speakers([(str(m.get("role")), message_text(m).lstrip().partition("\n")[0])
+                     for m in messages if m.get("role") in ("user", "assistant")])
 
 
 @dataclass(frozen=True)
