@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from types import MappingProxyType
 
 import numpy as np
 
@@ -90,10 +89,9 @@ class ViewChoice:
             layout.thread, layout.manifests, layout.flow, layout.folded, layout.state, layout.rendering
         )
         started = time.perf_counter()
-        speakers = layout.speakers() if NAMED.search(layout.query) else {}  # (a question that names no one needs none)
         relevance, requested, match_text, documents, selected_by, scored_ids, named = await self._select(
             thread, layout.snapshot, layout.query, layout.ids, flow, folded, manifests, state, layout.now, whole, layout.follows,
-            speakers,
+            layout.speakers,
         )
         router_ms = (time.perf_counter() - started) * 1000
         wanted = rendering.wanted = dict(state)
@@ -117,10 +115,10 @@ class ViewChoice:
         )
         # a page whose line holds it whole is never cut: the line costs what an excerpt would, and the answer
         # often sits in the message next to the one that matches
-        source = query_source(match_text)
-        about_named = source is None and named_side(named) is not None
+        source, side = query_source(match_text), named_side(named)
+        about_named = source is None and side is not None
         if about_named:
-            source = named_side(named)
+            source = side
 
         def excerpted(ids: Iterable[str]) -> dict[str, Offer]:
             return {
@@ -194,7 +192,7 @@ class ViewChoice:
         now: datetime,
         whole: bool = False,
         follows: str | None = None,
-        speakers: Mapping[str, str] = MappingProxyType({}),
+        speakers: Callable[[], Mapping[str, str]] = dict,
     ) -> tuple[dict[str, float], dict[str, View], str, Documents | None, str, tuple[str, ...], Mapping[str, str]]:
         """Relevance per top-level page, the views asked for (the router's, and the model's own zoom), the
         text matched (the query, reconstructed when it says too little), the pages scored as documents over
@@ -210,7 +208,8 @@ class ViewChoice:
             previous = (await snapshot.manifests(ids[-1:])).get(ids[-1])
         documents = snapshot.postings.documents(scored_ids, lengths)
         summary = previous.page.summary if previous else None
-        named = self._named(query, snapshot, documents, manifests, speakers) if documents is not None and NAMED.search(query) else {}
+        # (the speakers are read only for a question that may name someone)
+        named = self._named(query, snapshot, documents, manifests, speakers()) if documents is not None and NAMED.search(query) else {}
         if whole:
             selection = Selection(dict.fromkeys(scored_ids, 1.0), {}, matched_on(query, summary), "unranked")
         else:
