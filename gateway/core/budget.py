@@ -122,6 +122,9 @@ class Candidate:
     detail: bool = True
     worth_tokens: int | None = None  # the tokens that can hold what is asked (default: detail_tokens)
     floor: int | None = None  # an excerpt taken before any page is weighed (the question of the exchange a turn follows)
+    # the candidate whose floor names this page in the thread's map (its laid-open container): once this page is
+    # shown, that entry is given back, and not taken if it was not yet
+    inside: str | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.relevance <= 1.0:
@@ -330,20 +333,53 @@ def _fit(
     order = sorted(candidates, key=lambda c: (-ranks[c.id], -c.timestamp.timestamp(), c.id))
     options = {c.id: _options(c, policy) for c in candidates}
     running, days, flowing = fixed, set[date](), False
+    by_id = {c.id: c for c in candidates}
+    shown: set[str] = set()  # the containers a page of which is shown: their map entries are not needed
+    regained = 0  # the tokens map entries gave back: room the fill's total can grow by again (`check_outside`)
+
+    def held(candidate: Candidate) -> int:
+        """What the map entry of ``candidate``'s container costs while it holds its place (0: none to give back)."""
+        holder = by_id.get(candidate.inside) if candidate.inside is not None and candidate.inside not in shown else None
+        place = plan.places[holder.id] if holder is not None else _NOTHING
+        return place.cost if holder is not None and place.level is Level.EXCERPT and place.excerpt == holder.floor else 0
+
+    def needless(candidate: Candidate, option: _Option) -> bool:
+        """Whether ``option`` is the map entry of a container a page of which is shown."""
+        return candidate.id in shown and option.level is Level.EXCERPT and option.excerpt == candidate.floor
 
     def take(candidate: Candidate, option: _Option) -> bool:
-        nonlocal running, flowing
+        """Place ``candidate`` at ``option`` if the total stays within the limit, its container's map entry given
+        back (a shown page names its topic)."""
+        nonlocal running, flowing, regained
+        if needless(candidate, option):
+            return False
         before = plan.places[candidate.id]
         entering = option.level in _IN_BACKGROUND and before.level not in _IN_BACKGROUND
         first_node = option.level in _AS_VIEW and not flowing
         paid = option.cost - before.cost + (plan.envelope(candidate, days) if entering else 0)
         paid += policy.flow_overhead if first_node else 0
-        if running + paid > limit:
+        back = held(candidate)
+        if running + paid - back > limit:
             return False
-        running += paid
-        plan.places[candidate.id] = option
-        if entering:
-            days.add(candidate.day)
+        if not back:
+            running += paid
+            plan.places[candidate.id] = option
+            if entering:
+                days.add(candidate.day)
+        else:  # the entry goes, the page comes: the total is counted again (the day lines and tags they share)
+            assert candidate.inside is not None
+            kept = plan.places[candidate.inside], plan.places[candidate.id]
+            plan.places[candidate.inside], plan.places[candidate.id] = _NOTHING, option
+            total = plan.total()
+            if total > limit:
+                plan.places[candidate.inside], plan.places[candidate.id] = kept
+                return False
+            regained += max(running + paid - total, 0)
+            running = total
+            days.clear()
+            days.update(c.day for c in candidates if plan.places[c.id].level in _IN_BACKGROUND)
+        if candidate.inside is not None:
+            shown.add(candidate.inside)
         flowing = flowing or first_node
         return True
 
@@ -351,7 +387,7 @@ def _fit(
         for option in sorted(options[candidate.id], key=lambda o: (_RANK.index(o.level), -o.coverage, o.cost)):
             if _RANK.index(option.level) >= _RANK.index(_AS_LEVEL[candidate.view]) and take(candidate, option):
                 break
-    for candidate in (c for c in order if c.floor is not None and plan.places[c.id] is _NOTHING):
+    for candidate in (c for c in order if c.floor is not None and plan.places[c.id] is _NOTHING and c.id not in shown):
         take(candidate, next(o for o in options[candidate.id] if o.level is Level.EXCERPT and o.excerpt == candidate.floor))
     # Then the best value per token: a heap of each page's next step, (-value per token, page's place in
     # priority order, the step). A step that no longer fits gives way to the page's best step that is cheaper.
@@ -360,7 +396,7 @@ def _fit(
     def offer(at: int, room: int | None) -> None:
         candidate = order[at]
         current = plan.places[candidate.id]
-        step = _next_step(options[candidate.id], current, room)
+        step = _next_step([o for o in options[candidate.id] if not needless(candidate, o)], current, room)
         if step is not None:
             paid = step.cost - current.cost
             value = ranks[candidate.id] ** RELEVANCE_POWER * (step.coverage - current.coverage) * max(candidate.worth, 1)
@@ -376,9 +412,9 @@ def _fit(
         if take(candidate, step):
             offer(at, None)
         else:
-            offer(at, min(step.cost - plan.places[candidate.id].cost - 1, limit - running))
+            offer(at, min(step.cost - plan.places[candidate.id].cost - 1, limit - running + held(candidate)))
     if outside:
-        check_outside(outside, pops, running, limit)
+        check_outside(outside, pops, running, limit, regained)
     return plan.result(limit, ranks)
 
 

@@ -72,7 +72,7 @@ def outside_at(priority: float, gain: float, cheapest: int) -> Outside:
     return Outside(priority**RELEVANCE_POWER * gain * OUTSIDE_MARGIN, cheapest)
 
 
-def check_outside(outside: Sequence[Outside], pops: Sequence[tuple[float, int]], end: int, limit: int) -> None:
+def check_outside(outside: Sequence[Outside], pops: Sequence[tuple[float, int]], end: int, limit: int, regained: int = 0) -> None:
     """Raise :class:`PoolExceeded` unless no page of ``outside`` could have been shown had it been a candidate.
 
     ``pops``: each value per token the fill popped, with the total before it; ``end``: the total after the last.
@@ -80,7 +80,8 @@ def check_outside(outside: Sequence[Outside], pops: Sequence[tuple[float, int]],
     of a value >= its ``worth`` (more than its own) is on top, and until then the fill runs as it did without
     it (the candidates keep their order among themselves). From there on the total only grows: if the room
     left then is smaller than its cheapest entry, it is never shown (and by induction neither is any other, so
-    the fill is the same)."""
+    the fill is the same). ``regained``: what the fill gave back on its way (map entries of containers a page of which
+    it showed), room the total may have grown by again after any pop: counted as room left."""
     floor: list[float] = []  # the lowest value popped so far, after each pop (non-increasing)
     lowest = math.inf
     for value, _ in pops:
@@ -89,5 +90,5 @@ def check_outside(outside: Sequence[Outside], pops: Sequence[tuple[float, int]],
     for page in outside:
         first = bisect.bisect_right(floor, -page.worth)  # the first pop of a value < worth
         before = pops[first][1] if first < len(pops) else end
-        if limit - before >= page.cheapest:
+        if limit - before + regained >= page.cheapest:
             raise PoolExceeded
