@@ -3,7 +3,8 @@
 Owns the summarizer's prompts and the strict parsing of its answers (:func:`summarizer_prompt`,
 :func:`parse_summarizer_answer`, :func:`manifest_prompt`, :func:`parse_manifest_answer`), the deterministic
 fallback when no summarizer answers (:func:`extractive_consolidation`), the construction of the page
-(:func:`freeze`) and the choice of runs to merge (:func:`merge_runs`, DESIGN §5). The prompts ask the model to
+(:func:`freeze`), the choice of runs to merge (:func:`merge_runs`, DESIGN §5), and the chapters that keep a
+thread's top level short (:func:`next_chapter`, :func:`chapter_digest`). The prompts ask the model to
 keep chains of reasoning, conclusions and explicit negations or corrections (DESIGN §1): a summary that drops a
 "no, that was wrong" is worse than a long one.
 
@@ -24,15 +25,18 @@ from gateway.core.extract import lead_text
 from gateway.core.pages import Page, consolidated_page, utc
 
 __all__ = [
+    "CHAPTER",
     "DIGEST_CAP",
     "HEAD_INTRO",
     "ManifestAnswer",
     "MergeCandidate",
     "SummarizerAnswer",
+    "chapter_digest",
     "extractive_consolidation",
     "freeze",
     "manifest_prompt",
     "merge_runs",
+    "next_chapter",
     "parse_manifest_answer",
     "parse_summarizer_answer",
     "summarizer_prompt",
@@ -40,6 +44,10 @@ __all__ = [
 
 HEAD_INTRO = "Earlier in this topic: "
 DIGEST_CAP = 160
+# A chapter holds this many consecutive top-level containers of one level: a thread's top level then has at most
+# CHAPTER - 1 containers of each level (a few per power of CHAPTER topics), which its map names whatever the
+# budget, and a consulted chapter opens on CHAPTER entries.
+CHAPTER = 4
 
 _KEEP = (
     "Keep every fact, figure, name, date, decision and conclusion. Keep the chains of reasoning that led to a "
@@ -248,3 +256,36 @@ def merge_runs(
         if key is not None and len(ids) >= min_run:
             runs.append(ids)
     return runs
+
+
+def next_chapter(levels: Sequence[int], size: int = CHAPTER) -> int | None:
+    """Where the oldest run of ``size`` consecutive top-level containers of one level starts, given their levels
+    in time order (a topic's container is of level 0, a chapter one above its children); ``None`` when there is
+    none. Merged into a chapter one level up, each run leaves at most ``size - 1`` containers of a level on top,
+    as the digits of a number in base ``size``."""
+    if size < 2:
+        raise ValueError("a chapter needs at least two containers")
+    run = 0
+    for i, level in enumerate(levels):
+        run = run + 1 if i and levels[i - 1] == level else 1
+        if run == size:
+            return i - size + 1
+    return None
+
+
+def chapter_digest(children: Sequence[Page], words: int = 3) -> tuple[str, str, tuple[str, ...]]:
+    """``(content, summary, clusters)`` of a chapter over ``children`` (containers, in time order): the content
+    lists each child by id with the lead of its summary, a table of contents the model can Consult from; the
+    summary, one line of keywords per child; the clusters, each child's first keyword, then each one's second,
+    and so on (distinct), so that the chapter's first words name several of its topics. Deterministic: a chapter
+    repeats none of its children's text beyond these leads, whatever their size."""
+    if not children:
+        raise ValueError("a chapter needs at least one child")
+    content = "\n".join(f"[{child.id}] {lead_text(child.summary, DIGEST_CAP) or lead_text(child.content, DIGEST_CAP)}" for child in children)
+    summary = "\n".join(", ".join(child.clusters[:words]) or lead_text(child.summary, DIGEST_CAP) for child in children)
+    clusters: dict[str, None] = {}
+    for rank in range(max((len(child.clusters) for child in children), default=0)):
+        for child in children:
+            if rank < len(child.clusters):
+                clusters.setdefault(child.clusters[rank], None)
+    return content, summary, tuple(clusters)

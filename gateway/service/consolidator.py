@@ -8,6 +8,9 @@ Jobs (all idempotent; the queue delivers at least once):
 - `flush` (`/save`, or a buffer idle for `pcp.idle_flush_minutes`): drain, then flush the buffer.
 - `merge` (every `pcp.merge_interval_hours`): adjacent same-topic containers that have not been used
   for `pcp.merge_staleness_hours` are merged into a higher container.
+After a job that made a container, runs of `CHAPTER` consecutive top-level containers of one level are merged into
+a chapter (`chapters`): a thread's top level stays a few containers per power of `CHAPTER` topics, which the map
+of every context names (gateway.service.view_choice).
 Without a summarizer, or when it fails, the extractive fallbacks of the core are used.
 """
 
@@ -32,15 +35,19 @@ from gateway.adapters.upstream import Upstream
 from gateway.config import PcpSettings
 from gateway.core import Page, TokenCounter
 from gateway.core.consolidation import (
+    CHAPTER,
     MergeCandidate,
+    chapter_digest,
     extractive_consolidation,
     freeze,
     manifest_prompt,
     merge_runs,
+    next_chapter,
     parse_manifest_answer,
     parse_summarizer_answer,
     summarizer_prompt,
 )
+from gateway.core.extract import extract_clusters
 from gateway.core.labels import label_shapes, without_labels
 from gateway.core.lexical import is_low_information, term_counts
 from gateway.core.lru import Lru
@@ -155,13 +162,19 @@ class Consolidator:
 
     async def consolidate(self, thread: ThreadKey) -> None:
         """Feed every page stored since the last run through segmentation, committing at each flush (the thread's
-        vectors that another embedding model made are made again first)."""
+        vectors that another embedding model made are made again first); then the chapters, if it froze a page."""
+        if await self._segment(thread):
+            await self.chapters(thread)
+
+    async def _segment(self, thread: ThreadKey) -> bool:
+        """`consolidate`'s segmentation: whether it froze a container."""
         await self._reembedding.ensure(thread)
+        froze = False
         while True:
             record = await self._cstore.segment(thread)
             ids = await self._cstore.log_since(thread, record.cursor)
             if not ids:
-                return
+                return froze
             found = await self._store.manifests(thread, ids)
             manifests = await self._summarize(thread, [found[i] for i in ids if i in found])
             blocks = {b.page_id: b for b in await self._blocks(thread, [manifests[i] for i in ids if i in manifests])}
@@ -173,10 +186,10 @@ class Consolidator:
                 if flush is not None:
                     buffer, ok = await self._freeze_and_commit(thread, committed, position, flush, buffer)
                     if not ok:
-                        return  # another worker got here first: its commit stands
-                    committed = position
+                        return froze  # another worker got here first: its commit stands
+                    froze, committed = True, position
             if not await self._cstore.commit(thread, committed, record.cursor + len(ids), buffer):
-                return
+                return froze
 
     async def flush(self, thread: ThreadKey, reason: FlushReason) -> None:
         """Drain what is new, then flush the buffer (now for /save; if quiet long enough for idle)."""
@@ -188,6 +201,7 @@ class Consolidator:
             buffer, flush = flush_now(record.buffer, reason)
         if flush is not None:
             await self._freeze_and_commit(thread, record.cursor, record.cursor, flush, buffer)
+            await self.chapters(thread)
 
     async def merge(self, thread: ThreadKey) -> int:
         """Merge stale adjacent same-topic containers; returns how many higher containers were made."""
@@ -208,6 +222,36 @@ class Consolidator:
             if await self._cstore.merge(thread, container):
                 made += 1
                 log.info("merged %d containers of %s into %s", len(children), thread.scope, container.page.id)
+        if made:
+            await self.chapters(thread)
+        return made
+
+    async def chapters(self, thread: ThreadKey) -> int:
+        """Merge each run of CHAPTER consecutive top-level containers of one level into a chapter one level up
+        (`next_chapter`: the oldest first, a new chapter joining the runs of its level), until none is left; returns
+        how many chapters were made. A chapter's content is its children's table of contents (`chapter_digest`)."""
+        manifests, parents = await self._cstore.tree(thread)
+        pages = {m.page.id: m.page for m in manifests}
+        levels: dict[str, int] = {}
+
+        def level(page: str) -> int:
+            if page not in levels:
+                inner = [kid for kid in pages[page].source_ids if kid in pages and pages[kid].source_ids]
+                levels[page] = 1 + max(map(level, inner)) if inner else 0
+            return levels[page]
+
+        top = sorted((p for p in pages.values() if p.source_ids and p.id not in parents), key=lambda p: (p.timestamp, p.id))
+        made = 0
+        while (start := next_chapter([level(p.id) for p in top])) is not None:
+            children = top[start : start + CHAPTER]
+            content, summary, clusters = chapter_digest(children)
+            page = freeze(children, content=content, summary=summary, count=self._count, topic_id=None, clusters=clusters)
+            if not await self._cstore.merge(thread, await self._stored(thread, page, children)):
+                break  # another worker got here first
+            pages[page.id], levels[page.id] = page, level(children[0].id) + 1
+            top[start : start + CHAPTER] = [page]
+            made += 1
+            log.info("gathered %d containers of %s into chapter %s", len(children), thread.scope, page.id)
         return made
 
     # -- pieces -------------------------------------------------------------------------------------------
@@ -231,11 +275,16 @@ class Consolidator:
 
     async def _container(self, thread: ThreadKey, children: Sequence[Page], head: str | None, topic: str | None) -> NewPage:
         content, summary = extractive_consolidation(children, head)
-        clusters: Sequence[str] | None = None
         answer = await self._ask(summarizer_prompt(children, head), parse_summarizer_answer)
         if answer is not None:
             content, summary, clusters = answer.content, answer.summary, answer.clusters
+        else:  # its keywords without the line labels its lines open with: a speaker's name is on every line
+            clusters = extract_clusters(without_labels(content, label_shapes(content.split("\n"))))
         page = freeze(children, content=content, summary=summary, count=self._count, topic_id=topic, clusters=clusters)
+        return await self._stored(thread, page, children)
+
+    async def _stored(self, thread: ThreadKey, page: Page, children: Sequence[Page]) -> NewPage:
+        """A container as it is stored: its vector the mean of its children's, its terms its content's."""
         vectors = await self._cstore.child_vectors(thread, [c.id for c in children])
         vector = None
         if vectors:

@@ -8,15 +8,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.core.consolidation import (
+    CHAPTER,
     DIGEST_CAP,
     HEAD_INTRO,
     ManifestAnswer,
     MergeCandidate,
     SummarizerAnswer,
+    chapter_digest,
     extractive_consolidation,
     freeze,
     manifest_prompt,
     merge_runs,
+    next_chapter,
     parse_manifest_answer,
     parse_summarizer_answer,
     summarizer_prompt,
@@ -203,3 +206,44 @@ def test_merge_runs_properties(spec: list[tuple[str | None, int]], min_run: int)
         window = pages[i:i + min_run]
         if all(mergeable[i:i + min_run]) and len({p.topic_id for p in window}) == 1:
             assert all(p.id in flat for p in window)
+
+
+def test_the_oldest_run_of_a_chapter_s_worth_of_one_level_is_gathered_first() -> None:
+    assert next_chapter([0, 0, 0]) is None and next_chapter([]) is None
+    assert next_chapter([0] * CHAPTER) == 0
+    assert next_chapter([1, 0, 0, 1, 1, 1, 1, 0], 4) == 3  # the first run of four of one level, not of any level
+    assert next_chapter([2, 1, 1, 0, 0, 0], 3) == 3
+    with pytest.raises(ValueError):
+        next_chapter([0, 0], 1)
+
+
+@given(st.integers(min_value=0, max_value=2_000), st.integers(min_value=2, max_value=6))
+def test_gathering_leaves_fewer_than_a_chapter_of_each_level_on_top(topics: int, size: int) -> None:
+    # topics frozen one at a time, each followed by the gathering: the top level is the digits of their count
+    top: list[int] = []
+    for _ in range(topics):
+        top.append(0)
+        while (start := next_chapter(top, size)) is not None:
+            top[start : start + size] = [top[start] + 1]
+    assert top == sorted(top, reverse=True)  # the oldest are the highest
+    digits, n = [], topics
+    while n:
+        digits.append(n % size)
+        n //= size
+    assert [top.count(level) for level in range(len(digits))] == digits
+
+
+def test_a_chapter_is_its_children_s_table_of_contents() -> None:
+    topics = [
+        Page(page_id(f"topic {i}", "x"), PageType.CONSOLIDATED, T0 + timedelta(days=i), "long content " * 500,
+             f"Topic {i}: what was said about it. More of it.", (f"word{i}a", f"word{i}b", f"word{i}c", f"word{i}d"), 1500,
+             (page_id(f"child {i}"),))
+        for i in range(3)
+    ]
+    content, summary, clusters = chapter_digest(topics)
+    assert content.splitlines() == [f"[{t.id}] Topic {i}: what was said about it. More of it." for i, t in enumerate(topics)]
+    assert "long content" not in content  # none of the children's text beyond their summaries' leads
+    assert summary.splitlines() == [f"word{i}a, word{i}b, word{i}c" for i in range(3)]
+    assert clusters[:4] == ("word0a", "word1a", "word2a", "word0b")  # the first words name every topic
+    with pytest.raises(ValueError):
+        chapter_digest([])
