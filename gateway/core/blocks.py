@@ -92,7 +92,9 @@ class Block:
     ``anchor_text`` is the text of the block's user messages (newline-joined; empty without one).
     ``text`` is the transcript used as page content (see :func:`gateway.core.messages.transcript`).
     ``reply_text`` is the text of the final reply (its consecutive assistant messages, newline-joined);
-    ``tool_names`` the functions called, in order.
+    ``tool_names`` the functions called, in order. ``earlier_texts``: the ``text`` of each shorter block this one
+    was, while the list ended after a reply that more replies followed (an earlier request sealed it there: a
+    page it stored is this block's beginning, not another branch).
     """
 
     messages: tuple[Mapping[str, Any], ...]
@@ -101,6 +103,7 @@ class Block:
     text: str
     reply_text: str
     tool_names: tuple[str, ...]
+    earlier_texts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -130,13 +133,16 @@ def _build_block(items: Sequence[tuple[int, Mapping[str, Any], str]]) -> Block:
         if message.get("role") != "assistant" or tool_calls_of(message):
             break
         final.insert(0, message)
+    lines = [line for _, _, line in items]
+    replies = [m.get("role") == "assistant" and not tool_calls_of(m) for _, m, _ in items]
     return Block(
         messages=tuple(m for _, m, _ in items),
         indexes=tuple(i for i, _, _ in items),
         anchor_text="\n".join(user_texts),
-        text="\n".join(line for _, _, line in items),
+        text="\n".join(lines),
         reply_text="\n".join(text for text in (message_text(m) for m in final) if text),
         tool_names=tuple(call.name for m in assistant for call in tool_calls_of(m)),
+        earlier_texts=tuple("\n".join(lines[:i]) for i in range(1, len(items)) if replies[i - 1] and replies[i]),
     )
 
 

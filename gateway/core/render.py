@@ -37,6 +37,7 @@ __all__ = [
     "summary_fits_line",
     "iso_time",
     "line_holds",
+    "map_text",
     "nodes_from_state",
     "render_context",
     "render_node",
@@ -182,6 +183,16 @@ def background_lines(pages: Iterable[Page], excerpts: Mapping[str, str] | None =
         excerpt = chosen.get(page.id)
         lines.append(background_line(page) if excerpt is None else excerpt_entry(page.id, excerpt))
     return tuple(lines)
+
+
+MAP_WORDS = 3  # a map entry's keywords: the container's first clusters
+MAP_CHARACTERS = 40  # a map entry's words when the container has no clusters: its summary's lead
+
+
+def map_text(page: Page) -> str:
+    """What a container's entry in the thread's map says after its id: its first keywords (``clusters``), a few
+    tokens that name the topic so that the model can Consult it (DESIGN §2 step 8); its summary's lead without any."""
+    return ", ".join(page.clusters[:MAP_WORDS]) or lead_text(page.summary, MAP_CHARACTERS)
 
 
 def excerpt_entry(page_id: str, excerpt: str) -> str:

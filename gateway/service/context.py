@@ -46,16 +46,12 @@ from gateway.service.page_excerpts import PageExcerpts
 from gateway.service.page_tree import open_folded_kept, visible_tree
 from gateway.service.rendering import Rendering, shown_query
 from gateway.service.router import Router
-from gateway.service.view_choice import Layout, ViewChoice
+from gateway.service.view_choice import RECENT_SHARE, Layout, ViewChoice
 
 __all__ = ["PagedContext", "ContextBuilder", "zoom_names"]
 
 T = TypeVar("T")
 
-# The exchanges before the last stay verbatim messages while the recent ones take at most this share of the
-# budget; longer ones (a burst of messages, a long code reply) are paged like the rest. The last stays whole in
-# its sitting (ContextBuilder._same_sitting); after a pause it is held to the same share.
-RECENT_SHARE = 0.25
 SKELETON_TOKENS = 65  # the PagedContext's tags and clock around the instructions and the query (cl100k, measured)
 
 
@@ -217,7 +213,8 @@ class ContextBuilder:
         cut = self._verbatim_from(blocks, budget, ceiling, tokens, own, follows)
         recent_ids = set(ids[cut:])
         pool = [i for i in dict.fromkeys(ids[:cut]) if i not in recent_ids]
-        tree, manifests = await visible_tree(snapshot, pool, set(ids))
+        # (a page an earlier request stored of a block this history has grown is of this history too: Split.earlier)
+        tree, manifests = await visible_tree(snapshot, pool, set(ids).union(split.earlier))
         persisted, steps = snapshot.views, shown_steps(snapshot.steps)
         state = normalize({k: v for k, v in persisted.items() if k in tree}, tree)
         # the zoom works on `tree`; the budget and the rendering on `flow`, where the containers the model has
@@ -259,7 +256,7 @@ class ContextBuilder:
             state=state, now=now, counter=counter, rendering=rendering, fixed=fixed, ceiling=ceiling, limit=limit,
             window=window, background_overhead=background_overhead, flow_overhead=flow_overhead, seen=seen,
             hopeless=hopeless, follows=ids[-1] if follows and ids and cut == len(blocks) else None,
-            speakers=partial(speakers_of, blocks, split.tail),
+            speakers=partial(speakers_of, blocks, split.tail), recent=frozenset(recent_ids),
         )  # fmt: skip
         for whole in (True, False) if equals else (False,):
             fitted = await self._views.fit(layout, whole)

@@ -13,9 +13,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 from gateway.adapters.store_keys import ThreadKey
-from gateway.core import Page, TokenCounter, background_line, excerpt_entry
+from gateway.core import Page, TokenCounter, background_line, excerpt_entry, map_text
 from gateway.core.excerpt import ExcerptOption, Unit, excerpt_options, leading_options, line_coverage, speaking_share, units_of, whole_page
 from gateway.core.lru import Lru
+from gateway.core.worth import share_of
 
 __all__ = ["Offer", "PageExcerpts"]
 
@@ -87,6 +88,14 @@ class PageExcerpts:
         units, _ = self._units(thread, page, counter)
         count = self._counts.setdefault(counter.encoding_name, _TextCounts(counter)).count
         return None, self._entries(page, leading_options(units, count), count), 1.0
+
+    def mapped(self, page: Page, counter: TokenCounter) -> Offer:
+        """A container's entry in the thread's map (`map_text`), as its one excerpt: a few tokens that name its
+        topic, covering of it what a line of that size would."""
+        count = self._counts.setdefault(counter.encoding_name, _TextCounts(counter)).count
+        text = map_text(page)
+        tokens = count(excerpt_entry(page.id, text))
+        return None, (ExcerptOption((), text, tokens, share_of(tokens, page.tokens)),), 1.0
 
     @staticmethod
     def _entries(page: Page, options: tuple[ExcerptOption, ...], count: Callable[[str], int]) -> tuple[ExcerptOption, ...]:

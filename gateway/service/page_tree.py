@@ -20,7 +20,8 @@ async def visible_tree(
     store: ThreadSnapshot, pool: Sequence[str], history: set[str]
 ) -> tuple[PageTree, dict[str, Manifest]]:
     """The top-level pages covering `pool`: a consolidated page stands for its children when every
-    original page under it belongs to this request's history (pages of other branches never show). Pages
+    original page under it belongs to this request's history (pages of other branches never show), the recent
+    turns shown verbatim included (the tree leaves those out of its container: they are not in the pool). Pages
     and links are read through the request's snapshot of the thread (from Redis only where the process's
     cache does not have them). The result is kept with the thread's version for the same pool and history
     when every page of the pool is stored (a page stored later changes no stored page or link, so the version
@@ -64,11 +65,11 @@ async def visible_tree(
 
 
 def _covered(page: str, manifests: Mapping[str, Manifest], history: set[str]) -> bool:
+    if page in history:  # an exchange of this request's history (`history` holds no container)
+        return True
     manifest = manifests.get(page)
-    if manifest is None:
+    if manifest is None or manifest.page.type is PageType.ORIGINAL:
         return False
-    if manifest.page.type is PageType.ORIGINAL:
-        return page in history
     return all(_covered(child, manifests, history) for child in manifest.page.source_ids)
 
 

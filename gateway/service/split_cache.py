@@ -30,6 +30,9 @@ class Split:
     tail: tuple[Mapping[str, Any], ...]
     sealed: int  # messages up to the end of the last sealed block: the part a later request can reuse
     saves: tuple[int, ...] = ()  # the positions of the blocks that are a /save command (saves_of)
+    # the page ids of the blocks' beginnings that an earlier request may have stored (Block.earlier_texts): their
+    # messages are in this history too
+    earlier: tuple[str, ...] = ()
 
 
 def is_save(text: str) -> bool:
@@ -54,7 +57,13 @@ def _split(messages: Sequence[Mapping[str, Any]], offset: int, offset_blocks: in
     reusable = len(blocks) - 1 if segmentation.open_ended else len(blocks)
     sealed = offset + (blocks[reusable - 1].indexes[-1] + 1 if reusable else 0)
     ids = tuple(page_id(b.text) for b in blocks)
-    return Split(segmentation.system, blocks, ids, segmentation.tail, sealed, saves_of(blocks, offset_blocks)), reusable
+    earlier = _earlier(blocks)
+    return Split(segmentation.system, blocks, ids, segmentation.tail, sealed, saves_of(blocks, offset_blocks), earlier), reusable
+
+
+def _earlier(blocks: Sequence[Block]) -> tuple[str, ...]:
+    """The page ids of ``blocks``' beginnings an earlier request may have stored (`Split.earlier`)."""
+    return tuple(page_id(text) for block in blocks if block.earlier_texts for text in block.earlier_texts)
 
 
 def _extends(messages: Sequence[Mapping[str, Any]], prefix: list[Mapping[str, Any]]) -> bool:
@@ -82,17 +91,19 @@ class SplitCache:
             prefix, known = cached
             rest, reusable = _split(messages[len(prefix) :], len(prefix), len(known.blocks))
             result = Split(known.system + rest.system, known.blocks + rest.blocks, known.ids + rest.ids, rest.tail,
-                           rest.sealed if reusable else known.sealed, known.saves + rest.saves)  # fmt: skip
+                           rest.sealed if reusable else known.sealed, known.saves + rest.saves, known.earlier + rest.earlier)  # fmt: skip
+            earlier = known.earlier + _earlier(rest.blocks[:reusable])
             reusable += len(known.blocks)
             system, start = known.system, len(prefix)  # the known prefix's system messages, then the new part's
         else:
             result, reusable = _split(messages, 0)
             system, start = (), 0
+            earlier = _earlier(result.blocks[:reusable])
         # the system messages of the part a later request reuses (later ones are re-read each time)
         system += tuple(m for m in messages[start : result.sealed] if m.get("role") in SYSTEM_ROLES)
         prefix = list(messages[: result.sealed])
         kept = Split(system, result.blocks[:reusable], result.ids[:reusable], (), result.sealed,
-                     tuple(i for i in result.saves if i < reusable))  # fmt: skip
+                     tuple(i for i in result.saves if i < reusable), earlier)  # fmt: skip
         self._items[scope] = (prefix, kept)
         self._items.move_to_end(scope)
         if len(self._items) > self.capacity:

@@ -27,8 +27,13 @@ from gateway.service.page_excerpts import Offer, PageExcerpts
 from gateway.service.rendering import Rendering
 from gateway.service.router import Router, Selection, matched_on
 
-__all__ = ["Fitted", "Layout", "ViewChoice"]
+__all__ = ["RECENT_SHARE", "Fitted", "Layout", "ViewChoice"]
 
+# The exchanges before the last stay verbatim messages while the recent ones take at most this share of the
+# budget; longer ones (a burst of messages, a long code reply) are paged like the rest. The last stays whole in
+# its sitting (ContextBuilder._same_sitting); after a pause it is held to the same share. The thread's map takes at
+# most the same share before any page is weighed.
+RECENT_SHARE = 0.25
 CONTAINER_SHARE = 0.25  # a laid-open container's relevance: this share of its best page's
 LEFTOVER = 1e-6  # the least relevance a page can have and still be shown: it takes only what the others leave
 
@@ -62,6 +67,7 @@ class Layout:
     # who the line labels of the last exchanges name (gateway.service.ingest.speakers_of), asked only of a question
     # that names someone
     speakers: Callable[[], Mapping[str, str]] = dict
+    recent: frozenset[str] = frozenset()  # the exchanges shown verbatim as the recent turns
 
 
 @dataclass(frozen=True)
@@ -143,13 +149,21 @@ class ViewChoice:
             full.update(more)
             excerpts.update(excerpted(more))
 
+        # The thread's map (DESIGN §2 step 8): each laid-open container is named by a short entry, taken before any
+        # page is weighed and given back once a page of it is shown (Candidate.inside), so that every part of the
+        # thread stays one Consult away whatever the budget. Pages fitted as equals (``whole``) need none.
+        maps = {} if whole else self._map(folded, relevance, excerpts, layout)
+        inside = _inside(layout.snapshot, flow, folded) if maps else {}
+        rendering.excerpts = {**excerpts, **maps}
         made: dict[str, Candidate] = {}
 
         def candidate(r: str) -> Candidate:
             if r not in made:
+                mapped = r in maps
                 made[r] = candidate_of(
                     manifests[r], relevance[r], view_of(requested, r), flow, manifests, wanted, layout.seen.get(r), r in state,
-                    excerpts.get(r), r in full or view_of(wanted, r) is View.DETAIL, 0 if r == follows else None,
+                    maps[r] if mapped else excerpts.get(r), r in full or view_of(wanted, r) is View.DETAIL,
+                    0 if r == follows or mapped else None, inside.get(r),
                 )
             return made[r]
 
@@ -160,7 +174,7 @@ class ViewChoice:
                 flow_overhead=layout.flow_overhead,
             )
 
-        must = {r for r in (*state, *requested) if view_of(requested, r) is View.UNPACKED or r in state} | set(excerpts)
+        must = {r for r in (*state, *requested) if view_of(requested, r) is View.UNPACKED or r in state} | set(excerpts) | set(maps)
         try:
             for spare in () if whole else POOL_SPARES:
                 pool, rest = candidate_pool(table, manifests, relevance, layout.seen, layout.now, room, excerpts, must, spare)
@@ -178,6 +192,23 @@ class ViewChoice:
                 param="messages",
             ) from exc
         return Fitted(fit, list(made.values()), router_ms, selected_by)
+
+    def _map(
+        self, folded: Mapping[str, tuple[str, ...]], relevance: Mapping[str, float], excerpts: Mapping[str, Offer], layout: Layout
+    ) -> dict[str, Offer]:
+        """The laid-open containers' map entries (`PageExcerpts.mapped`), the most relevant first while they take at
+        most RECENT_SHARE of the budget: a thread of hundreds of topics names those it has room for, not a map that
+        leaves no room for a page."""
+        share, maps = RECENT_SHARE * layout.limit, dict[str, Offer]()
+        for container in sorted(folded, key=lambda c: (-relevance[c], c)):
+            if container in excerpts or _holds_recent(container, layout):  # the recent turns show that topic
+                continue
+            offer = self._excerpts.mapped(layout.manifests[container].page, layout.counter)
+            share -= offer[1][0].tokens + 1
+            if share < 0:
+                break
+            maps[container] = offer
+        return maps
 
     async def _select(
         self,
@@ -297,3 +328,24 @@ def _scored(
     ids, lengths, own = tuple(m.page.id for m in scored), [m.length for m in scored], [m.own_length for m in scored]
     snapshot.derived[("scored", id(flow))] = (flow, scored, ids, lengths, own)
     return scored, ids, lengths, own
+
+
+def _inside(snapshot: ThreadSnapshot, flow: PageTree, folded: Mapping[str, tuple[str, ...]]) -> dict[str, str]:
+    """Each page of a laid-open container with its container, kept with the thread's version for the same tree (the
+    very object, which open_folded_kept keeps)."""
+    kept = snapshot.derived.get(("inside", id(flow)))
+    if kept is not None and kept[0] is flow:
+        value: dict[str, str] = kept[1]
+        return value
+    value = {page: container for container, inner in folded.items() for page in inner}
+    snapshot.derived[("inside", id(flow))] = (flow, value)
+    return value
+
+
+def _holds_recent(container: str, layout: Layout) -> bool:
+    """Whether ``container``'s last exchange is one of the recent turns (the newest are last: its last child, down)."""
+    page: str | None = container
+    while page is not None and page not in layout.recent:
+        manifest = layout.manifests.get(page)
+        page = manifest.page.source_ids[-1] if manifest is not None and manifest.page.source_ids else None
+    return page is not None

@@ -27,7 +27,7 @@ from gateway.core.pages import page_id
 from tests.support.fake_upstream import FakeUpstream, Recorded, Reply, Response, Slow, ToolCall
 from tests.support.gateway_process import ROOT, GatewayProcess, gateway_config
 from tests.support.topic_styles import GUITAR, MOVING
-from tests.support.topics import BICYCLE, TOPICS, chat_messages
+from tests.support.topics import BICYCLE, OTHER_TOPICS, TOPICS, chat_messages
 
 SOURDOUGH = [
     "How do I keep my sourdough starter alive while I travel for two weeks?",
@@ -183,6 +183,96 @@ def test_a_chat_lived_exchange_by_exchange_freezes_one_container_per_topic(conso
     assert [root["timestamp"] for root in roots] == sorted(root["timestamp"] for root in roots)
 
 
+def test_at_a_small_budget_the_context_names_every_topic_and_consulting_one_gets_its_pages(
+    consolidating: GatewayProcess, upstream: FakeUpstream
+) -> None:
+    # 18 exchanges frozen into three topics, a question at 300 tokens: too little for more than a page, enough for
+    # the thread's map (each topic's id and a few words), so that every part of the thread is one Consult away
+    thread = "map-" + uuid.uuid4().hex[:8]
+    scripted = "summarizer" in consolidating.config["pcp"].get("summarizer_model", "")
+    if scripted:
+        upstream.script(*[Summarizer()] * 21)
+    messages = [*chat_messages(*TOPICS), {"role": "user", "content": "/save"}]
+    client(consolidating, thread).chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+    roots = settled(consolidating, thread)["pages"]
+    assert [r["type"] for r in roots] == ["Consolidated"] * 3
+    question = [*messages, {"role": "assistant", "content": "Saved."}, {"role": "user", "content": "What did you say about my chain?"}]
+    upstream.script(Reply(content="ok"))
+    raw = client(consolidating, thread, **{"X-PCP-Budget": "300"}).chat.completions.with_raw_response.create(model="fake-model", messages=question)  # type: ignore[arg-type]
+    assert int(raw.headers["x-pcp-prompt-tokens"]) <= 300
+    text = upstream.chat_requests[-1].body["messages"][0]["content"]  # type: ignore[index]
+    named = set(re.findall(r"^\[([0-9a-f]+)\] ", text, re.MULTILINE)) | set(re.findall(r'<Node id="([0-9a-f]+)"', text))
+    for root in roots:  # its own entry in the map, or one of its pages
+        assert root["id"] in named or {c["id"] for c in root["children"]} & named, text
+    entries = [r for r in roots if r["id"] in named]
+    assert entries, text  # a question about one topic leaves the others as map entries
+    # the model consults a topic by its map entry: the tool result holds that topic's exchanges (a summarizer's
+    # short account opens first in Detail, as any container's: consulted again, the container opens on its pages)
+    topic = entries[0]
+    children = [c["id"] for c in topic["children"]]
+    consult = ToolCall("pcp_consult", json.dumps({"reason": "that topic", "ids": [topic["id"]]}))
+    upstream.script(*[Reply(content=None, tool_calls=[consult])] * 2, Reply(content="done"))
+    reply = client(consolidating, thread, **{"X-PCP-Budget": "300"}).chat.completions.create(model="fake-model", messages=question)  # type: ignore[arg-type]
+    assert reply.choices[0].message.content == "done"
+    results = [m["content"] for m in upstream.chat_requests[-1].body["messages"] if m["role"] == "tool"]  # type: ignore[index]
+    pages = next((r for r in results if sum(child in r for child in children) >= len(children) // 2), None)
+    assert pages is not None, results
+    assert scripted or pages == results[0]  # the extractive account holds the exchanges: it opens on them at once
+
+
+def test_four_topics_are_gathered_into_a_chapter_that_the_map_names_and_a_consult_opens(
+    consolidating: GatewayProcess, upstream: FakeUpstream
+) -> None:
+    # six topics: the oldest four become a chapter, so the top level (what the map of every context names) is three
+    # containers, not six; consulted, the chapter shows its table of contents, each topic one Consult away
+    thread = "chapters-" + uuid.uuid4().hex[:8]
+    if "summarizer" in consolidating.config["pcp"].get("summarizer_model", ""):
+        upstream.script(*[Summarizer()] * 42)  # 36 manifests, 6 containers (a chapter asks no one)
+    messages = [*chat_messages(*TOPICS, *OTHER_TOPICS), {"role": "user", "content": "/save"}]
+    client(consolidating, thread).chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+    data = settled(consolidating, thread)
+    roots = data["pages"]
+    assert [len(r["children"]) for r in roots] == [4, 6, 6] and data["consolidated_pages"] == 7, json.dumps(data)[:3000]
+    chapter, topics = roots[0], roots[0]["children"]
+    assert [len(t["children"]) for t in topics] == [6, 6, 6, 6]
+    question = [*messages, {"role": "assistant", "content": "Saved."}, {"role": "user", "content": "Is a cooling pad worth it?"}]
+    consult = ToolCall("pcp_consult", json.dumps({"reason": "older topics", "ids": [chapter["id"]]}))
+    upstream.script(Reply(content=None, tool_calls=[consult]), Reply(content="done"))
+    reply = client(consolidating, thread, **{"X-PCP-Budget": "400"}).chat.completions.create(model="fake-model", messages=question)  # type: ignore[arg-type]
+    assert reply.choices[0].message.content == "done"
+    first, second = [r.body or {} for r in upstream.chat_requests if (r.body or {}).get("model") == "fake-model"][-2:]
+    assert f"[{chapter['id']}] " in first["messages"][0]["content"]  # the map names the chapter, not its four topics
+    tool = next(m for m in second["messages"] if m["role"] == "tool")["content"]
+    assert all(f"[{t['id']}]" in tool for t in topics), tool  # its table of contents: each topic by its id
+    assert counter_of(second) < counter_of(first) + 400  # the digest, not the topics' text
+
+
+def test_a_topic_whose_last_reply_grew_after_it_was_frozen_is_still_this_history_s(
+    consolidating: GatewayProcess, upstream: FakeUpstream
+) -> None:
+    # the frozen topic's last exchange was stored as it stood ([question, reply]); the next request carries it with
+    # one more reply (a chat where one side writes again the next day): the stored page is that block's beginning,
+    # not another branch, so the topic still stands for its exchanges and the map names it
+    thread = "grown-" + uuid.uuid4().hex[:8]
+    if "summarizer" in consolidating.config["pcp"].get("summarizer_model", ""):
+        upstream.script(*[Summarizer()] * 16)
+    messages = exchanges(SOURDOUGH) + exchanges(ASYNCIO) + exchanges(MARATHON)
+    client(consolidating, thread).chat.completions.create(model="fake-model", messages=[*messages, {"role": "user", "content": "/save"}])  # type: ignore[arg-type]
+    roots = settled(consolidating, thread)["pages"]
+    assert [r["type"] for r in roots] == ["Consolidated"] * 3
+    grown = [*messages, {"role": "assistant", "content": "One more thing about the taper: keep the intensity."}]
+    later = exchanges(["Which running shoes suit a marathon beginner?", "How many rest days a week should I take?"])
+    question = [*grown, *later, {"role": "user", "content": "Which flour did I ask about for feeding?"}]
+    upstream.script(Reply(content="ok"))
+    client(consolidating, thread, **{"X-PCP-Budget": "400"}).chat.completions.create(model="fake-model", messages=question)  # type: ignore[arg-type]
+    system = upstream.chat_requests[-1].body["messages"][0]["content"]  # type: ignore[index]
+    assert f"[{roots[2]['id']}] " in system, system  # the marathon topic's map entry: its container stands
+
+
+def counter_of(body: dict[str, Any]) -> int:
+    return TokenCounter().count_messages(body["messages"])
+
+
 def _page_id(text: str, needle: str) -> str:
     """The id of the node or Background_Context line that shows ``needle``."""
     for line in text.split("\n"):
@@ -210,7 +300,8 @@ def test_a_question_about_one_exchange_of_a_topic_gets_that_exchange_and_consult
     raw = client(consolidating, thread, **{"X-PCP-Budget": "1"}).chat.completions.with_raw_response.create(model="fake-model", messages=question)  # type: ignore[arg-type]
     fixed = int(raw.headers["x-pcp-prompt-tokens"])
 
-    # room for about two pages: the flour exchange is there, verbatim, without the rest of its topic
+    # room for the thread's map and about two pages: the flour exchange is there, verbatim, without the rest of its
+    # topic, which it names; the other topics by their map entries or the exchange the question follows
     wanted = SOURDOUGH[3]
     opened: list[str] = []
 
@@ -222,12 +313,17 @@ def test_a_question_about_one_exchange_of_a_topic_gets_that_exchange_and_consult
         return Reply(content=None, tool_calls=[ToolCall("pcp_consult", json.dumps({"reason": "read it", "ids": opened}))])
 
     upstream.script(consult_the_flour_page, Reply(content="whole wheat"))
-    budget = {"X-PCP-Budget": str(fixed + 120)}
+    budget = {"X-PCP-Budget": str(fixed + 150)}
     reply = client(consolidating, thread, **budget).chat.completions.create(model="fake-model", messages=question)  # type: ignore[arg-type]
     first, second = [r.body or {} for r in upstream.chat_requests if (r.body or {}).get("model") == "fake-model"][-2:]
     system = first["messages"][0]["content"]
     assert reply.choices[0].message.content == "whole wheat", system
     assert sum(q in system for q in SOURDOUGH) <= 2 and not re.search(r'<Node [^>]*type="Consolidated"', system), system
+    topics = settled(consolidating, thread)["pages"]
+    asyncio_topic = topics[1]  # named by its map entry or one of its exchanges
+    assert any(f"[{i}]" in system for i in [asyncio_topic["id"], *(c["id"] for c in asyncio_topic["children"])]), system
+    if "summarizer" not in consolidating.config["pcp"].get("summarizer_model", ""):  # (a scripted summary is a 4-token line)
+        assert f"[{topics[2]['id']}]" not in system  # the marathon's last exchange is the recent turn: it names that topic
     tool = next(m for m in second["messages"] if m["role"] == "tool")
     container = next(r for r in settled(consolidating, thread)["pages"] if opened[0] in [c["id"] for c in r["children"]])
     # the page is in Detail and its container was opened on the way, as for any page inside a container
