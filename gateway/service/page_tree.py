@@ -7,7 +7,7 @@ container the model has not opened laid open, so the router and the budget work 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from gateway.adapters.manifests import Manifest
 from gateway.adapters.snapshot import ThreadSnapshot
@@ -36,9 +36,16 @@ async def visible_tree(
     covered: dict[str, bool] = {}
 
     def covers(page: str) -> bool:
-        if page not in covered:
-            covered[page] = _covered(page, manifests, history)
-        return covered[page]
+        """Whether every original page under ``page`` is of this history (each container judged once: a chapter's
+        answer is its children's)."""
+        if page in history:  # an exchange of this request's history (`history` holds no container)
+            return True
+        known = covered.get(page)
+        if known is None:
+            manifest = manifests.get(page)
+            known = manifest is not None and manifest.page.type is not PageType.ORIGINAL and all(map(covers, manifest.page.source_ids))
+            covered[page] = known
+        return known
 
     while True:
         parents = await store.parents(roots)
@@ -62,15 +69,6 @@ async def visible_tree(
     if complete:
         store.derived[key] = (tree, dict(manifests))
     return tree, manifests
-
-
-def _covered(page: str, manifests: Mapping[str, Manifest], history: set[str]) -> bool:
-    if page in history:  # an exchange of this request's history (`history` holds no container)
-        return True
-    manifest = manifests.get(page)
-    if manifest is None or manifest.page.type is PageType.ORIGINAL:
-        return False
-    return all(_covered(child, manifests, history) for child in manifest.page.source_ids)
 
 
 def open_folded(tree: PageTree, state: ViewState) -> tuple[PageTree, dict[str, tuple[str, ...]]]:
