@@ -31,7 +31,9 @@ higher priority, then the newer page.
 
 Pages the model opened itself (``pinned``) are placed first, highest priority first, each in the richest view
 that fits from the one it asked for down: it asked for that view, and a line would invite it to open the page
-again.
+again. Then each candidate's ``floor`` excerpt, highest priority first, while it fits: the question of the exchange
+a turn follows, and the thread's map (a container's entry, given back once a page ``inside`` it is shown, which
+may take the entry's place; the entry is not taken again).
 
 Contract of :func:`fit_context`: the client-owned part (``fixed_tokens``: system prompt, recent turns, live turn,
 plus the XML skeleton) is never reduced. If it fits the budget, the estimated total never exceeds the budget.

@@ -211,10 +211,10 @@ class ContextBuilder:
             instructions = self._instructions[counter.encoding_name] = counter.count(system_instructions())
         own = client + instructions + SKELETON_TOKENS + counter.count(shown_query(query))
         cut = self._verbatim_from(blocks, budget, ceiling, tokens, own, follows)
-        recent_ids = set(ids[cut:])
+        recent_ids = frozenset(ids[cut:])
         pool = [i for i in dict.fromkeys(ids[:cut]) if i not in recent_ids]
         # (a page an earlier request stored of a block this history has grown is of this history too: Split.earlier)
-        tree, manifests = await visible_tree(snapshot, pool, set(ids).union(split.earlier))
+        tree, manifests = await visible_tree(snapshot, pool, set(ids).union(split.earlier), recent_ids)
         persisted, steps = snapshot.views, shown_steps(snapshot.steps)
         state = normalize({k: v for k, v in persisted.items() if k in tree}, tree)
         # the zoom works on `tree`; the budget and the rendering on `flow`, where the containers the model has
@@ -256,7 +256,7 @@ class ContextBuilder:
             state=state, now=now, counter=counter, rendering=rendering, fixed=fixed, ceiling=ceiling, limit=limit,
             window=window, background_overhead=background_overhead, flow_overhead=flow_overhead, seen=seen,
             hopeless=hopeless, follows=ids[-1] if follows and ids and cut == len(blocks) else None,
-            speakers=partial(speakers_of, blocks, split.tail), recent=frozenset(recent_ids),
+            speakers=partial(speakers_of, blocks, split.tail),
         )  # fmt: skip
         for whole in (True, False) if equals else (False,):
             fitted = await self._views.fit(layout, whole)

@@ -17,16 +17,17 @@ __all__ = ["open_folded", "open_folded_kept", "visible_tree"]
 
 
 async def visible_tree(
-    store: ThreadSnapshot, pool: Sequence[str], history: set[str]
+    store: ThreadSnapshot, pool: Sequence[str], history: set[str], recent: frozenset[str] = frozenset()
 ) -> tuple[PageTree, dict[str, Manifest]]:
     """The top-level pages covering `pool`: a consolidated page stands for its children when every
     original page under it belongs to this request's history (pages of other branches never show), the recent
-    turns shown verbatim included (the tree leaves those out of its container: they are not in the pool). Pages
+    turns shown verbatim (``recent``) included: the tree leaves those out of its container (they are not in the
+    pool), and a topic that holds some stands for the others only inside a chapter. Pages
     and links are read through the request's snapshot of the thread (from Redis only where the process's
     cache does not have them). The result is kept with the thread's version for the same pool and history
     when every page of the pool is stored (a page stored later changes no stored page or link, so the version
     stays, but it would join the tree)."""
-    key = ("visible_tree", tuple(pool), frozenset(history))
+    key = ("visible_tree", tuple(pool), frozenset(history), recent)
     kept: tuple[PageTree, dict[str, Manifest]] | None = store.derived.get(key)
     if kept is not None:
         return kept[0], dict(kept[1])
@@ -64,7 +65,12 @@ async def visible_tree(
         roots = [page for page in lifted if page not in contained]
         if not changed:
             break
-    pages = [m.page for m in manifests.values()]
+    # A topic that holds recent turns stands for its exchanges inside a chapter only: on top, its own line would
+    # repeat the turns shown verbatim, so its other exchanges are the pages.
+    holding = {page for page in roots if not recent.isdisjoint(manifests[page].page.source_ids)}
+    if holding:
+        roots = [kid for page in roots for kid in ([k for k in manifests[page].page.source_ids if k in manifests] if page in holding else [page])]
+    pages = [m.page for i, m in manifests.items() if i not in holding]
     tree = PageTree.from_pages(pages, roots)
     if complete:
         store.derived[key] = (tree, dict(manifests))

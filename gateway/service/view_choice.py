@@ -67,7 +67,6 @@ class Layout:
     # who the line labels of the last exchanges name (gateway.service.ingest.speakers_of), asked only of a question
     # that names someone
     speakers: Callable[[], Mapping[str, str]] = dict
-    recent: frozenset[str] = frozenset()  # the exchanges shown verbatim as the recent turns
 
 
 @dataclass(frozen=True)
@@ -201,7 +200,7 @@ class ViewChoice:
         leaves no room for a page."""
         share, maps = RECENT_SHARE * layout.limit, dict[str, Offer]()
         for container in sorted(folded, key=lambda c: (-relevance[c], c)):
-            if container in excerpts or _holds_recent(container, layout):  # the recent turns show that topic
+            if container in excerpts:
                 continue
             offer = self._excerpts.mapped(layout.manifests[container].page, layout.counter)
             share -= offer[1][0].tokens + 1
@@ -340,12 +339,3 @@ def _inside(snapshot: ThreadSnapshot, flow: PageTree, folded: Mapping[str, tuple
     value = {page: container for container, inner in folded.items() for page in inner}
     snapshot.derived[("inside", id(flow))] = (flow, value)
     return value
-
-
-def _holds_recent(container: str, layout: Layout) -> bool:
-    """Whether ``container``'s last exchange is one of the recent turns (the newest are last: its last child, down)."""
-    page: str | None = container
-    while page is not None and page not in layout.recent:
-        manifest = layout.manifests.get(page)
-        page = manifest.page.source_ids[-1] if manifest is not None and manifest.page.source_ids else None
-    return page is not None
