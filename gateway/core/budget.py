@@ -32,8 +32,8 @@ higher priority, then the newer page.
 Pages the model opened itself (``pinned``) are placed first, highest priority first, each in the richest view
 that fits from the one it asked for down: it asked for that view, and a line would invite it to open the page
 again. Then each candidate's ``floor`` excerpt, highest priority first, while it fits: the question of the exchange
-a turn follows, and the thread's map (a container's entry, given back once a page ``inside`` it is shown, which
-may take the entry's place; the entry is not taken again).
+a turn follows. A container's entry in the thread's map (``map_entry``) is weighed like any excerpt, and given back
+once a page ``inside`` it is shown (which may take the entry's place; the entry is not taken again).
 
 Contract of :func:`fit_context`: the client-owned part (``fixed_tokens``: system prompt, recent turns, live turn,
 plus the XML skeleton) is never reduced. If it fits the budget, the estimated total never exceeds the budget.
@@ -124,8 +124,10 @@ class Candidate:
     detail: bool = True
     worth_tokens: int | None = None  # the tokens that can hold what is asked (default: detail_tokens)
     floor: int | None = None  # an excerpt taken before any page is weighed (the question of the exchange a turn follows)
-    # the candidate whose floor names this page in the thread's map (its laid-open container): once this page is
-    # shown, that entry is given back, and not taken if it was not yet
+    # the excerpt that is this container's entry in the thread's map, weighed like any other; and the candidate
+    # whose entry names this page (its laid-open container): once this page is shown, that entry is given back (this
+    # page may take its place) and not taken again
+    map_entry: int | None = None
     inside: str | None = None
 
     def __post_init__(self) -> None:
@@ -141,6 +143,8 @@ class Candidate:
         object.__setattr__(self, "written", self.timestamp if self.written is None else utc(self.written))
         if self.floor is not None and not 0 <= self.floor < len(self.excerpts):
             raise ValueError(f"candidate {self.id}: floor must name one of its excerpts")
+        if self.map_entry is not None and not 0 <= self.map_entry < len(self.excerpts):
+            raise ValueError(f"candidate {self.id}: map_entry must name one of its excerpts")
         if self.worth_tokens is not None and not 0 <= self.worth_tokens <= self.detail_tokens:
             raise ValueError(f"candidate {self.id}: worth_tokens must be in [0, detail_tokens]")
         if self.line_coverage is None:
@@ -343,11 +347,11 @@ def _fit(
         """What the map entry of ``candidate``'s container costs while it holds its place (0: none to give back)."""
         holder = by_id.get(candidate.inside) if candidate.inside is not None and candidate.inside not in shown else None
         place = plan.places[holder.id] if holder is not None else _NOTHING
-        return place.cost if holder is not None and place.level is Level.EXCERPT and place.excerpt == holder.floor else 0
+        return place.cost if holder is not None and place.level is Level.EXCERPT and place.excerpt == holder.map_entry else 0
 
     def needless(candidate: Candidate, option: _Option) -> bool:
         """Whether ``option`` is the map entry of a container a page of which is shown."""
-        return candidate.id in shown and option.level is Level.EXCERPT and option.excerpt == candidate.floor
+        return candidate.id in shown and option.level is Level.EXCERPT and option.excerpt == candidate.map_entry
 
     def take(candidate: Candidate, option: _Option) -> bool:
         """Place ``candidate`` at ``option`` if the total stays within the limit, its container's map entry given
@@ -389,7 +393,7 @@ def _fit(
         for option in sorted(options[candidate.id], key=lambda o: (_RANK.index(o.level), -o.coverage, o.cost)):
             if _RANK.index(option.level) >= _RANK.index(_AS_LEVEL[candidate.view]) and take(candidate, option):
                 break
-    for candidate in (c for c in order if c.floor is not None and plan.places[c.id] is _NOTHING and c.id not in shown):
+    for candidate in (c for c in order if c.floor is not None and plan.places[c.id] is _NOTHING):
         take(candidate, next(o for o in options[candidate.id] if o.level is Level.EXCERPT and o.excerpt == candidate.floor))
     # Then the best value per token: a heap of each page's next step, (-value per token, page's place in
     # priority order, the step). A step that no longer fits gives way to the page's best step that is cheaper.

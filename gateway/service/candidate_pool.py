@@ -51,12 +51,13 @@ def candidate_of(
     full: bool,
     floor: int | None = None,
     inside: str | None = None,
+    mapped: bool = False,
 ) -> Candidate:
     """The budget's candidate for a page: its views' costs from its manifest, its relevance, the view asked for
     (``view``; an Unpacked one costs its children as ``wanted`` shows them in ``tree``), when it was last ``seen``,
     whether the model ``opened`` it itself, what it is ``offer``ed besides its line, whether Detail is offered
-    (``full``), the excerpt it takes before any page is weighed (``floor``), and the container whose map entry it
-    makes needless once shown (``inside``)."""
+    (``full``), the excerpt it takes before any page is weighed (``floor``), the container whose map entry it
+    makes needless once shown (``inside``), and whether its offer is its own map entry (``mapped``)."""
     page = manifest.page
     unpacked = None
     if view is View.UNPACKED:
@@ -86,6 +87,7 @@ def candidate_of(
         detail=full,
         worth_tokens=round(page.tokens * share) if share < 1.0 else None,
         floor=floor if options else None,
+        map_entry=0 if mapped and options else None,
         inside=inside,
     )
 

@@ -148,9 +148,10 @@ class ViewChoice:
             full.update(more)
             excerpts.update(excerpted(more))
 
-        # The thread's map (DESIGN §2 step 8): each laid-open container is named by a short entry, taken before any
-        # page is weighed and given back once a page of it is shown (Candidate.inside), so that every part of the
-        # thread stays one Consult away whatever the budget. Pages fitted as equals (``whole``) need none.
+        # The thread's map (DESIGN §2 step 8): each laid-open container is offered a short entry, weighed like a line
+        # of its size and given back once a page of it is shown (Candidate.inside), so that the parts of the thread
+        # the budget leaves out stay one Consult away where the room allows. Pages fitted as equals (``whole``) need
+        # none.
         maps = {} if whole else self._map(folded, relevance, excerpts, layout)
         inside = _inside(layout.snapshot, flow, folded) if maps else {}
         rendering.excerpts = {**excerpts, **maps}
@@ -162,7 +163,7 @@ class ViewChoice:
                 made[r] = candidate_of(
                     manifests[r], relevance[r], view_of(requested, r), flow, manifests, wanted, layout.seen.get(r), r in state,
                     maps[r] if mapped else excerpts.get(r), r in full or view_of(wanted, r) is View.DETAIL,
-                    0 if r == follows or mapped else None, inside.get(r),
+                    0 if r == follows else None, inside.get(r), mapped,
                 )
             return made[r]
 
@@ -196,8 +197,7 @@ class ViewChoice:
         self, folded: Mapping[str, tuple[str, ...]], relevance: Mapping[str, float], excerpts: Mapping[str, Offer], layout: Layout
     ) -> dict[str, Offer]:
         """The laid-open containers' map entries (`PageExcerpts.mapped`), the most relevant first while they take at
-        most RECENT_SHARE of the budget: a thread of hundreds of topics names those it has room for, not a map that
-        leaves no room for a page."""
+        most RECENT_SHARE of the budget (the candidates the fill weighs for the map: a few, not one per topic)."""
         share, maps = RECENT_SHARE * layout.limit, dict[str, Offer]()
         for container in sorted(folded, key=lambda c: (-relevance[c], c)):
             if container in excerpts:

@@ -134,21 +134,25 @@ def test_a_page_the_model_opened_keeps_its_view() -> None:
     assert dict(fit([whole], budget=150).views) == {"open": D}
 
 
-def test_a_container_s_map_entry_is_taken_first_and_given_back_once_a_page_of_it_is_shown() -> None:
-    # two laid-open topics, each named by a 10-token entry (its floor); a page of the first matches best
-    maps = [replace(cand(c, 0.01, summary=300, detail=400, background=200), excerpts=(Excerpt(10, 0.02),), floor=0) for c in ("pasta", "bikes")]
+def test_a_container_s_map_entry_is_weighed_and_given_back_once_a_page_of_it_is_shown() -> None:
+    # two laid-open topics, each offered a 10-token map entry; a page of the first matches best
+    maps = [replace(cand(c, 0.01, summary=300, detail=400, background=200), excerpts=(Excerpt(10, 0.02),), map_entry=0) for c in ("pasta", "bikes")]
     page = replace(cand("salt", 1.0, summary=90, detail=100, background=30), line_coverage=1.0, inside="pasta")
-    named = fit([*maps, page], budget=50)  # 11 + 11 + 31: the page takes its topic's entry's place
-    assert set(named.background_ids) == {"bikes", "salt"} and not named.views
-    assert dict(named.excerpts) == {"bikes": 0} and named.total_tokens == 11 + 31
-    # no room for the page beside the other topic's entry: the map stays whole, the page waits
-    assert set(fit([*maps, page], budget=40).background_ids) == {"pasta", "bikes"}
-    # once a page of it is shown, the entry is not taken again by value (its line or a node still may be)
+    named = fit([*maps, page], budget=50)  # 31 + 11: the page first (it is worth more), then the other topic's entry
+    assert set(named.background_ids) == {"bikes", "salt"} and dict(named.excerpts) == {"bikes": 0} and named.total_tokens == 42
+    # once a page of it is shown, the entry is not taken again, however much room is left (its line or a node still may be)
     assert "pasta" not in fit([*maps, page], budget=500).excerpts
+    # an entry taken before a page of its topic is given back when the page comes, and the page may take its place
+    first = replace(page, relevance=0.0, line_coverage=0.05)
+    assert set(fit([*maps, first], budget=22).background_ids) == {"pasta", "bikes"}  # the entries are worth more
+    assert dict(fit([*maps, first], budget=22).excerpts) == {"pasta": 0, "bikes": 0}
+    later = fit([*maps, first], budget=60)  # then the page comes, and its topic's entry goes
+    assert set(later.background_ids) == {"bikes", "salt"} and dict(later.excerpts) == {"bikes": 0} and later.total_tokens == 42
     # a page of no container gives nothing back
     alone = replace(page, inside=None)
     assert set(fit([*maps, alone], budget=53).background_ids) == {"pasta", "bikes", "salt"}
-    assert set(fit([*maps, alone], budget=52).background_ids) == {"pasta", "bikes"}
+    with pytest.raises(ValueError, match="map_entry"):
+        replace(maps[0], map_entry=1)
 
 
 def test_a_floor_excerpt_is_taken_before_any_page_is_weighed_and_the_rest_by_value() -> None:
