@@ -45,8 +45,8 @@ __all__ = [
 HEAD_INTRO = "Earlier in this topic: "
 DIGEST_CAP = 160
 # A chapter holds this many consecutive top-level containers of one level: a thread's top level then has at most
-# CHAPTER - 1 containers of each level (a few per power of CHAPTER topics), which its map names whatever the
-# budget, and a consulted chapter opens on CHAPTER entries.
+# CHAPTER - 1 containers of each level (a few per power of CHAPTER topics), which is what a context's map offers,
+# and a consulted chapter opens on CHAPTER entries.
 CHAPTER = 4
 
 _KEEP = (

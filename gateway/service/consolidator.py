@@ -9,8 +9,8 @@ Jobs (all idempotent; the queue delivers at least once):
 - `merge` (every `pcp.merge_interval_hours`): adjacent same-topic containers that have not been used
   for `pcp.merge_staleness_hours` are merged into a higher container.
 After a job that made a container, runs of `CHAPTER` consecutive top-level containers of one level are merged into
-a chapter (`chapters`): a thread's top level stays a few containers per power of `CHAPTER` topics, which the map
-of every context names (gateway.service.view_choice).
+a chapter (`chapters`): a thread's top level stays a few containers per power of `CHAPTER` topics, which is what
+the map of a context offers (gateway.service.view_choice).
 Without a summarizer, or when it fails, the extractive fallbacks of the core are used.
 """
 
@@ -162,7 +162,7 @@ class Consolidator:
 
     async def consolidate(self, thread: ThreadKey) -> None:
         """Feed every page stored since the last run through segmentation, committing at each flush (the thread's
-        vectors that another embedding model made are made again first); then the chapters, if it froze a page."""
+        vectors that another embedding model made are made again first); then the chapters, if it froze a container."""
         if await self._segment(thread):
             await self.chapters(thread)
 
