@@ -31,8 +31,8 @@ __all__ = ["RECENT_SHARE", "Fitted", "Layout", "ViewChoice"]
 
 # The exchanges before the last stay verbatim messages while the recent ones take at most this share of the
 # budget; longer ones (a burst of messages, a long code reply) are paged like the rest. The last stays whole in
-# its sitting (ContextBuilder._same_sitting); after a pause it is held to the same share. The thread's map takes at
-# most the same share before any page is weighed.
+# its sitting (ContextBuilder._same_sitting); after a pause it is held to the same share. The map entries a request
+# offers (ViewChoice._map) take at most the same share.
 RECENT_SHARE = 0.25
 CONTAINER_SHARE = 0.25  # a laid-open container's relevance: this share of its best page's
 LEFTOVER = 1e-6  # the least relevance a page can have and still be shown: it takes only what the others leave
