@@ -192,8 +192,9 @@ class Consolidator:
                 return froze
 
     async def flush(self, thread: ThreadKey, reason: FlushReason) -> None:
-        """Drain what is new, then flush the buffer (now for /save; if quiet long enough for idle)."""
-        await self.consolidate(thread)
+        """Drain what is new, then flush the buffer (now for /save; if quiet long enough for idle); then the chapters,
+        once, if either froze a container."""
+        froze = await self._segment(thread)
         record = await self._cstore.segment(thread)
         if reason is FlushReason.IDLE:
             buffer, flush = flush_if_idle(record.buffer, self._clock(), self.policy)
@@ -201,6 +202,8 @@ class Consolidator:
             buffer, flush = flush_now(record.buffer, reason)
         if flush is not None:
             await self._freeze_and_commit(thread, record.cursor, record.cursor, flush, buffer)
+            froze = True
+        if froze:
             await self.chapters(thread)
 
     async def merge(self, thread: ThreadKey) -> int:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 from gateway.adapters.embedder import Embedder
 from gateway.adapters.manifests import Manifest
@@ -43,14 +43,12 @@ from gateway.core.worth import BACKGROUND_OVERHEAD
 from gateway.service.candidate_pool import fits_whole
 from gateway.service.ingest import History, Ingestion, matched_query, speakers_of
 from gateway.service.page_excerpts import PageExcerpts
-from gateway.service.page_tree import open_folded_kept, visible_tree
+from gateway.service.page_tree import kept, open_folded_kept, visible_tree
 from gateway.service.rendering import Rendering, shown_query
 from gateway.service.router import Router
 from gateway.service.view_choice import RECENT_SHARE, Layout, ViewChoice
 
 __all__ = ["PagedContext", "ContextBuilder", "zoom_names"]
-
-T = TypeVar("T")
 
 SKELETON_TOKENS = 65  # the PagedContext's tags and clock around the instructions and the query (cl100k, measured)
 
@@ -97,18 +95,6 @@ def zoom_names(client_tools: Sequence[Any]) -> ZoomNames:
         suffix = f"_{n}"
     return ZoomNames(consult=f"pcp_consult{suffix}", shelve=f"pcp_shelve{suffix}")
 
-
-def _kept(snapshot: ThreadSnapshot, name: str, tree: PageTree, compute: Callable[[], T]) -> T:
-    """``compute()``, kept with the thread's version for the same tree (the very object, which visible_tree keeps for
-    the same pool and history): what a request derives from all of the tree's pages is not derived again."""
-    key = (name, id(tree))
-    kept = snapshot.derived.get(key)
-    if kept is not None and kept[0] is tree:
-        value: T = kept[1]
-        return value
-    value = compute()
-    snapshot.derived[key] = (tree, value)
-    return value
 
 
 def _tokens_of(manifests: Mapping[str, Manifest], history: set[str]) -> int:
@@ -222,7 +208,7 @@ class ContextBuilder:
         flow, folded = open_folded_kept(snapshot, tree, state)
 
         # (a copy: the rendering adds the pages it reads whole)
-        pages = dict(_kept(snapshot, "pages", tree, lambda: {i: m.page for i, m in manifests.items()}))
+        pages = dict(kept(snapshot, "pages", tree, lambda: {i: m.page for i, m in manifests.items()}))
         names = zoom_names(tools)
         verbatim = sorted(scaffold | set(keep[cut:]))  # the recent turns and the scaffolding, in request order
         live: list[Mapping[str, Any]] = [m for i in verbatim for m in split.blocks[i].messages] + list(split.tail)
@@ -267,7 +253,7 @@ class ContextBuilder:
         # folded into the background is back in Summary), the wanted views below them. A page of a laid-open
         # container is in Summary for the zoom whatever it was shown as: consulting it opens its container.
         shown_state = {k: v for k, v in wanted.items() if k not in flow.roots} | dict(fit.views)
-        history_tokens = _kept(snapshot, "history_tokens", tree, lambda: _tokens_of(manifests, set(ids))) + (
+        history_tokens = kept(snapshot, "history_tokens", tree, lambda: _tokens_of(manifests, set(ids))) + (
             REPLY_PRIMING + tokens.total(split.system) + live_tokens
         )
         return PagedContext(

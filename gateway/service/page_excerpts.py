@@ -78,7 +78,7 @@ class PageExcerpts:
         units, line = self._units(thread, page, counter)
         if not units:
             return None, (), 1.0
-        count = self._counts.setdefault(counter.encoding_name, _TextCounts(counter)).count
+        count = self._count(counter)
         options = self._entries(page, excerpt_options(units, weights, count, source) or whole_page(units), count)
         return line_coverage(units, weights, line, source), options, speaking_share(units, source)
 
@@ -86,16 +86,20 @@ class PageExcerpts:
         """What a page the live turn continues is offered whatever the query matches: its opening units, one more
         at a time (`leading_options`); its line is counted as usual."""
         units, _ = self._units(thread, page, counter)
-        count = self._counts.setdefault(counter.encoding_name, _TextCounts(counter)).count
+        count = self._count(counter)
         return None, self._entries(page, leading_options(units, count), count), 1.0
 
     def mapped(self, page: Page, counter: TokenCounter) -> Offer:
         """A container's entry in the thread's map (`map_text`), as its one excerpt: a few tokens that name its
         topic, covering of it what a line of that size would."""
-        count = self._counts.setdefault(counter.encoding_name, _TextCounts(counter)).count
+        count = self._count(counter)
         text = map_text(page)
         tokens = count(excerpt_entry(page.id, text))
         return None, (ExcerptOption((), text, tokens, share_of(tokens, page.tokens)),), 1.0
+
+    def _count(self, counter: TokenCounter) -> Callable[[str], int]:
+        """``counter.count`` of texts that recur, kept per tokenizer (`_TextCounts`)."""
+        return self._counts.setdefault(counter.encoding_name, _TextCounts(counter)).count
 
     @staticmethod
     def _entries(page: Page, options: tuple[ExcerptOption, ...], count: Callable[[str], int]) -> tuple[ExcerptOption, ...]:

@@ -7,13 +7,16 @@ container the model has not opened laid open, so the router and the budget work 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from gateway.adapters.manifests import Manifest
 from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.core import PageTree, PageType, ViewState
 
-__all__ = ["open_folded", "open_folded_kept", "visible_tree"]
+__all__ = ["kept", "open_folded", "open_folded_kept", "visible_tree"]
+
+T = TypeVar("T")
 
 
 async def visible_tree(
@@ -110,3 +113,16 @@ def open_folded_kept(store: ThreadSnapshot, tree: PageTree, state: ViewState) ->
     flow, folded = open_folded(tree, state)
     store.derived[key] = (tree, flow, dict(folded))
     return flow, folded
+
+
+def kept(snapshot: ThreadSnapshot, name: str, tree: PageTree, compute: Callable[[], T]) -> T:
+    """``compute()``, kept with the thread's version for the same tree (the very object, which `visible_tree` and
+    `open_folded_kept` keep): what a request derives from all of the tree's pages is not derived again."""
+    key = (name, id(tree))
+    found = snapshot.derived.get(key)
+    if found is not None and found[0] is tree:
+        value: T = found[1]
+        return value
+    value = compute()
+    snapshot.derived[key] = (tree, value)
+    return value

@@ -49,16 +49,17 @@ def saves_of(blocks: Sequence[Block], offset: int = 0) -> tuple[int, ...]:
     return tuple(offset + i for i, text in enumerate(texts) if is_save(text))
 
 
-def _split(messages: Sequence[Mapping[str, Any]], offset: int, offset_blocks: int = 0) -> tuple[Split, int]:
+def _split(messages: Sequence[Mapping[str, Any]], offset: int, offset_blocks: int = 0) -> tuple[Split, int, tuple[str, ...]]:
     """The split of `messages` (positions shifted by `offset`, its blocks' by `offset_blocks`), and how many of its
-    blocks a later request may reuse: all but one sealed only by the end of the list."""
+    blocks a later request may reuse: all but one sealed only by the end of the list, with their `Split.earlier`."""
     segmentation = split_blocks(messages)
     blocks = segmentation.blocks
     reusable = len(blocks) - 1 if segmentation.open_ended else len(blocks)
     sealed = offset + (blocks[reusable - 1].indexes[-1] + 1 if reusable else 0)
     ids = tuple(page_id(b.text) for b in blocks)
-    earlier = _earlier(blocks)
-    return Split(segmentation.system, blocks, ids, segmentation.tail, sealed, saves_of(blocks, offset_blocks), earlier), reusable
+    kept = _earlier(blocks[:reusable])
+    earlier = kept + _earlier(blocks[reusable:])
+    return Split(segmentation.system, blocks, ids, segmentation.tail, sealed, saves_of(blocks, offset_blocks), earlier), reusable, kept
 
 
 def _earlier(blocks: Sequence[Block]) -> tuple[str, ...]:
@@ -89,16 +90,15 @@ class SplitCache:
         result: Split
         if cached is not None and _extends(messages, cached[0]):
             prefix, known = cached
-            rest, reusable = _split(messages[len(prefix) :], len(prefix), len(known.blocks))
+            rest, reusable, rest_earlier = _split(messages[len(prefix) :], len(prefix), len(known.blocks))
             result = Split(known.system + rest.system, known.blocks + rest.blocks, known.ids + rest.ids, rest.tail,
                            rest.sealed if reusable else known.sealed, known.saves + rest.saves, known.earlier + rest.earlier)  # fmt: skip
-            earlier = known.earlier + _earlier(rest.blocks[:reusable])
+            earlier = known.earlier + rest_earlier
             reusable += len(known.blocks)
             system, start = known.system, len(prefix)  # the known prefix's system messages, then the new part's
         else:
-            result, reusable = _split(messages, 0)
+            result, reusable, earlier = _split(messages, 0)
             system, start = (), 0
-            earlier = _earlier(result.blocks[:reusable])
         # the system messages of the part a later request reuses (later ones are re-read each time)
         system += tuple(m for m in messages[start : result.sealed] if m.get("role") in SYSTEM_ROLES)
         prefix = list(messages[: result.sealed])

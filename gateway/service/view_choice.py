@@ -24,6 +24,7 @@ from gateway.core.outside import Outside, PoolExceeded
 from gateway.errors import ContextLengthExceeded
 from gateway.service.candidate_pool import POOL_SPARES, candidate_of, candidate_pool, kept_table, showable
 from gateway.service.page_excerpts import Offer, PageExcerpts
+from gateway.service.page_tree import kept
 from gateway.service.rendering import Rendering
 from gateway.service.router import Router, Selection, matched_on
 
@@ -153,7 +154,7 @@ class ViewChoice:
         # the budget leaves out stay one Consult away where the room allows. Pages fitted as equals (``whole``) need
         # none.
         maps = {} if whole else self._map(folded, relevance, excerpts, layout)
-        inside = _inside(layout.snapshot, flow, folded) if maps else {}
+        inside = kept(layout.snapshot, "inside", flow, lambda: {p: c for c, inner in folded.items() for p in inner}) if maps else {}
         rendering.excerpts = {**excerpts, **maps}
         made: dict[str, Candidate] = {}
 
@@ -328,14 +329,3 @@ def _scored(
     snapshot.derived[("scored", id(flow))] = (flow, scored, ids, lengths, own)
     return scored, ids, lengths, own
 
-
-def _inside(snapshot: ThreadSnapshot, flow: PageTree, folded: Mapping[str, tuple[str, ...]]) -> dict[str, str]:
-    """Each page of a laid-open container with its container, kept with the thread's version for the same tree (the
-    very object, which open_folded_kept keeps)."""
-    kept = snapshot.derived.get(("inside", id(flow)))
-    if kept is not None and kept[0] is flow:
-        value: dict[str, str] = kept[1]
-        return value
-    value = {page: container for container, inner in folded.items() for page in inner}
-    snapshot.derived[("inside", id(flow))] = (flow, value)
-    return value
