@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from gateway.core.labels import line_heads, written_once
+from gateway.core.labels import line_heads, named_sides, without_role, written_once
 from gateway.core.lexical import terms
 
 __all__ = [
@@ -70,9 +70,12 @@ _SENTENCE = re.compile(r"[^.!?。！？]+(?:[.!?。！？]+[\"')\]]*|$)\s*")
 class Unit:
     """One piece of a page: ``text`` verbatim; ``message`` its message's position; ``first`` whether it opens
     that message (so it carries the speaker); ``joiner`` what separates it from the unit before it in the
-    content (a line break, or the space between two sentences of one line); ``speaker`` the message's prefix
-    (``user:``), repeated before a unit cut from the middle of a message; ``terms`` its distinct terms, computed
-    once with the unit (units are cached per page, so scoring a query never re-reads their text)."""
+    content (a line break, or the space between two sentences of one line); ``speaker`` who says it as the
+    message shows it (``user:``, ``user: Emi:``, or ``Emi:`` where names stand for the roles:
+    `gateway.core.labels.named_sides`), repeated before a unit cut from the middle of a message; ``side`` the
+    message's role prefix as stored (``user:``), whose words a question about one side asks for; ``terms`` its
+    distinct terms, computed once with the unit (units are cached per page, so scoring a query never re-reads
+    their text)."""
 
     text: str
     tokens: int
@@ -80,11 +83,12 @@ class Unit:
     first: bool
     joiner: str
     speaker: str
+    side: str
     terms: frozenset[str]
 
     @classmethod
-    def of(cls, text: str, tokens: int, message: int, first: bool, joiner: str, speaker: str) -> Unit:
-        return cls(text, tokens, message, first, joiner, speaker, frozenset(terms(text)))
+    def of(cls, text: str, tokens: int, message: int, first: bool, joiner: str, speaker: str, side: str) -> Unit:
+        return cls(text, tokens, message, first, joiner, speaker, side, frozenset(terms(text)))
 
 
 @dataclass(frozen=True)
@@ -130,25 +134,28 @@ def _head(row: str, speaker: str) -> str:
     return row[: heads[-1][1]].rstrip() if heads and speaker.endswith(":") else speaker
 
 
-def _message_units(rows: Sequence[str], index: int, speaker: str, count: Callable[[str], int]) -> list[Unit]:
+def _message_units(rows: Sequence[str], index: int, speaker: str, side: str, count: Callable[[str], int]) -> list[Unit]:
     text = "\n".join(rows)
     tokens = count(text)
     if tokens <= UNIT_TOKENS:
-        return [Unit.of(text, tokens, index, True, "\n", speaker)]
+        return [Unit.of(text, tokens, index, True, "\n", speaker, side)]
     units: list[Unit] = []
     for row_number, row in enumerate(rows):
         pieces = _sentences(row) if count(row) > UNIT_TOKENS else [row]
         for piece_number, piece in enumerate(pieces):
             first = row_number == 0 and piece_number == 0
-            units.append(Unit.of(piece, count(piece), index, first, "\n" if piece_number == 0 else "", speaker))
+            units.append(Unit.of(piece, count(piece), index, first, "\n" if piece_number == 0 else "", speaker, side))
     return units
 
 
 def units_of(content: str, count: Callable[[str], int]) -> tuple[Unit, ...]:
     """The units of a page's ``content`` in document order (see the module docstring), their rows as shown: a
-    speaker's label written once per run (`gateway.core.labels.written_once`)."""
+    speaker's label written once per run (`gateway.core.labels.written_once`), and no role prefix before the names
+    of a chat whose names stand for its two sides (`gateway.core.labels.named_sides`)."""
     messages = _messages(content)
     speakers = [_speaker(rows) for rows in messages]
+    if named_sides([rows[0] for rows in messages]):
+        messages = [[without_role(rows[0]), *rows[1:]] for rows in messages]
     heads = [_head(rows[0], speaker) for rows, speaker in zip(messages, speakers)]
     shown = iter(written_once(row for rows in messages for row in rows))
     messages = [[next(shown) for _ in rows] for rows in messages]
@@ -161,10 +168,10 @@ def units_of(content: str, count: Callable[[str], int]) -> tuple[Unit, ...]:
         turn = "\n".join(row for rows in messages[start:end] for row in rows)
         tokens = count(turn) if end - start > 1 else UNIT_TOKENS + 1
         if tokens <= UNIT_TOKENS:  # a speaker's run of short messages is one turn: one thought sent in pieces
-            units.append(Unit.of(turn, tokens, start, True, "\n", heads[start]))
+            units.append(Unit.of(turn, tokens, start, True, "\n", heads[start], speakers[start]))
         else:
             for index in range(start, end):
-                units.extend(_message_units(messages[index], index, heads[index], count))
+                units.extend(_message_units(messages[index], index, heads[index], speakers[index], count))
         start = end
     return tuple(units)
 
@@ -175,7 +182,7 @@ def _held(
     """The query terms each unit holds (those it mentions), and the page's *strength*: the share of the query's
     weight its units hold at all. With ``source`` (a role, see :func:`query_source`), only that role's units hold
     terms: the others only repeat or elaborate what the query is about."""
-    held = [unit.terms.intersection(weights) if source is None or unit.speaker.startswith(source) else _NOTHING
+    held = [unit.terms.intersection(weights) if source is None or unit.side.startswith(source) else _NOTHING
             for unit in units]
     total = sum(weights.values())
     return held, (sum(weights[t] for t in frozenset().union(*held)) / total if total > 0 else 0.0)
@@ -334,7 +341,7 @@ def _reach(held: Sequence[frozenset[str]], weights: Mapping[str, float], units: 
     matching message is often the message that follows it (its reply, the next line of its burst), which need not
     say the query's words. With ``source`` (see :func:`query_source`), only that role's units take a share."""
     own = [sum(weights[t] for t in found) for found in held]
-    return [w + (NEXT_SHARE * own[i - 1] if i and (source is None or units[i].speaker.startswith(source)) else 0.0)
+    return [w + (NEXT_SHARE * own[i - 1] if i and (source is None or units[i].side.startswith(source)) else 0.0)
             for i, w in enumerate(own)]
 
 
@@ -410,7 +417,7 @@ def _weights(units: Sequence[Unit], source: str | None) -> list[float]:
     others' together :data:`OTHERS_SHARE` of theirs however long they talk (all 1 when that role says nothing)."""
     if source is None:
         return [1.0] * len(units)
-    mine = [unit.speaker.startswith(source) for unit in units]
+    mine = [unit.side.startswith(source) for unit in units]
     own = sum(unit.tokens for unit, m in zip(units, mine) if m)
     others = sum(unit.tokens for unit, m in zip(units, mine) if not m)
     if not own:

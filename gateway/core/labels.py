@@ -16,6 +16,11 @@ while ``Tokyo: 3 days`` or ``Note:`` in one message is its own content and stays
 
 What is shown writes a speaker's label once per run (:func:`written_once`): the second and later lines of a burst
 repeat who is speaking, which the reader already knows (on the real chats, 39 of a 2k context's ~1,450 history tokens).
+Where each side's messages open with that side's own name (:func:`named_sides`), the transcript's role prefix before
+the name goes too (``user: Vanessa: …`` reads ``Vanessa: …``): the name says who speaks, and a ``user:`` /
+``assistant:`` before it casts the two people of a chat as the model's user and itself — asked about such a chat, a
+small model answered as one of its participants ("Nebraas: Yes") in 6 of 15 questions with the prefix, 1 without
+(`bench.answers`, the REALTALK questions). A page shown whole (Detail) keeps its content as stored.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-__all__ = ["LABEL_MESSAGES", "label_shapes", "line_heads", "speakers", "without_labels", "written_once"]
+__all__ = ["LABEL_MESSAGES", "label_shapes", "line_heads", "named_sides", "speakers", "without_labels", "without_role", "written_once"]
 
 LABEL_MESSAGES = 2  # a head is a label when it opens lines of this many messages at least
 
@@ -40,6 +45,7 @@ _HEAD = re.compile(
     re.UNICODE,
 )
 _DIGIT = re.compile(r"\d")
+_SIDES = ("user: ", "assistant: ")  # the roles a two-person chat is replayed as
 _NAME_WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 
 
@@ -102,6 +108,28 @@ def without_labels(text: str, shapes: frozenset[str], *, roles: bool = True) -> 
         if cut > start or (start and not roles):
             lines[n] = (line[:start] if roles else "") + line[cut:]
     return "\n".join(lines)
+
+
+def named_sides(firsts: Sequence[str]) -> bool:
+    """Whether the first rows of a transcript's messages (``firsts``) name their speakers: each opens, after its role
+    prefix, with a name label (``Vanessa:``, no digit, no bracket), one name per role, the roles' names different.
+    Then the name says who speaks and the role prefix only repeats it (a tool's or a system row keeps every prefix)."""
+    names: dict[str, str] = {}
+    for row in firsts:
+        start = _role_end(row)
+        role = row[:start]
+        heads = line_heads(row)
+        if role not in _SIDES or not heads or not row[start:heads[0][1]].rstrip().endswith(":"):
+            return False
+        name = heads[0][0]
+        if _DIGIT.search(name) or names.setdefault(role, name) != name:
+            return False
+    return len(set(names.values())) == len(names) > 0
+
+
+def without_role(row: str) -> str:
+    """``row`` without its transcript role prefix (``user: ``), if it has one."""
+    return row[_role_end(row):]
 
 
 def written_once(rows: Iterable[str]) -> list[str]:

@@ -269,17 +269,30 @@ def test_a_speakers_label_is_shown_once_per_run_and_again_where_the_excerpt_ente
     content = "\n".join(["user: Emi: Hey Kate!", "Emi: I went skiing in Aspen last week", "Emi: the snow was perfect",
                          "user: Emi: we stayed in a cabin", "assistant: elise: wow", "elise: how cold was it?"])
     units = units_of(content, COUNT)
-    assert "\n".join(u.text for u in units) == ("user: Emi: Hey Kate!\nI went skiing in Aspen last week\nthe snow was perfect\n"
-                                                "we stayed in a cabin\nassistant: elise: wow\nhow cold was it?")
-    assert [u.speaker for u in units] == ["user: Emi:", "assistant: elise:"]
+    # each side's messages open with its own name: the name says who speaks, the role prefix before it goes
+    assert "\n".join(u.text for u in units) == ("Emi: Hey Kate!\nI went skiing in Aspen last week\nthe snow was perfect\n"
+                                                "we stayed in a cabin\nelise: wow\nhow cold was it?")
+    assert [u.speaker for u in units] == ["Emi:", "elise:"] and [u.side for u in units] == ["user:", "assistant:"]
     long = "\n".join([f"user: Emi: {' '.join(['filler'] * 100)}", f"Emi: {' '.join(['more'] * 100)}", "Emi: Aspen was great",
                       f"user: Emi: {' '.join(['cabin'] * 170)}"])
     units = units_of(long, COUNT)
     aspen = next(i for i, u in enumerate(units) if "Aspen" in u.text)
-    assert render_excerpt(units, [aspen]) == f"user: Emi: {ELLIPSIS} Aspen was great\n{ELLIPSIS}"
+    assert render_excerpt(units, [aspen]) == f"Emi: {ELLIPSIS} Aspen was great\n{ELLIPSIS}"
     cabin = next(i for i, u in enumerate(units) if "cabin" in u.text)
-    assert units[cabin].first and not units[cabin].text.startswith("user:")  # the run's second message, its label left out
-    assert render_excerpt(units, [cabin]).startswith(f"{ELLIPSIS}\nuser: Emi: cabin cabin")
+    assert units[cabin].first and not units[cabin].text.startswith("Emi:")  # the run's second message, its label left out
+    assert render_excerpt(units, [cabin]).startswith(f"{ELLIPSIS}\nEmi: cabin cabin")
     # the speaker's role still decides whose words hold a question about the user
     held = excerpt_options(units_of(content, COUNT), weights("Aspen skiing"), COUNT, source="user")
     assert held and "Aspen" in held[0].text
+
+
+def test_the_role_prefix_stays_where_names_do_not_stand_for_the_two_sides() -> None:
+    for content in (
+        "user: Emi: Hey Kate!\nassistant: Sure, hello",  # the assistant's reply names no one
+        "user: Emi: hi\nassistant: Emi: hi yourself",  # one name on both sides says nothing of who is who
+        "user: Emi: hi\nuser: Kate: hello\nassistant: elise: hey all",  # two people on the user's side
+        "user: [29/12/2023, 22:42] Emi: hi\nassistant: [29/12/2023, 22:43] elise: hey",  # a timestamp opens the rows
+        "user: Emi: run it\nassistant → tool call shell({})\ntool shell result: Done: ok",  # a tool's rows
+    ):
+        rows = [u.text for u in units_of(content, COUNT)]
+        assert rows[0].startswith("user: "), content

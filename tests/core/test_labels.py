@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.labels import label_shapes, line_heads, speakers, without_labels, written_once
+from gateway.core.labels import label_shapes, line_heads, named_sides, speakers, without_labels, without_role, written_once
 
 
 def test_a_name_that_opens_the_lines_of_two_messages_is_a_label() -> None:
@@ -86,3 +86,16 @@ def test_a_speakers_label_is_written_once_per_run() -> None:
     # markup and code keep every line as written
     html = ["assistant: Here:", "```html", "<td>a</td>", "<td>b</td>", "```", "    <th>x</th>", "    <th>y</th>"]
     assert written_once(html) == html
+
+
+def test_names_stand_for_the_sides_where_each_role_opens_with_its_own_name() -> None:
+    assert named_sides(["user: Vanessa: hi", "assistant: Nebraas: hey", "user: Vanessa: how are you"])
+    assert named_sides(["user: Dr. Who: hi"])
+    assert not named_sides(["user: Vanessa: hi", "assistant: hey"])
+    assert not named_sides(["user: Vanessa: hi", "assistant: Vanessa: hey"])
+    assert not named_sides(["user: Vanessa: hi", "user: Kate: hi", "assistant: Nebraas: hey"])
+    assert not named_sides(["user: [22:42] Vanessa: hi", "assistant: [22:43] Nebraas: hey"])
+    assert not named_sides(["user (alice): Vanessa: hi"])
+    assert not named_sides(["tool shell result: Done: ok"])
+    assert not named_sides([])
+    assert without_role("assistant: Nebraas: hey") == "Nebraas: hey" and without_role("Nebraas: hey") == "Nebraas: hey"
