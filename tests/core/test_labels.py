@@ -96,6 +96,7 @@ def test_names_stand_for_the_sides_where_each_role_opens_with_its_own_name() -> 
     assert not named_sides(["user: Vanessa: hi", "user: Kate: hi", "assistant: Nebraas: hey"])
     assert not named_sides(["user: [22:42] Vanessa: hi", "assistant: [22:43] Nebraas: hey"])
     assert not named_sides(["user (alice): Vanessa: hi"])
+    assert not named_sides(["user: It was Spider-Man: No Way Home", "assistant: Spider-Man: No Way Home is great"])
     assert not named_sides(["tool shell result: Done: ok"])
     assert not named_sides([])
     assert without_role("assistant: Nebraas: hey") == "Nebraas: hey" and without_role("Nebraas: hey") == "Nebraas: hey"
