@@ -13,7 +13,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
-from starlette.types import Scope
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.errors import GatewayError, InvalidRequest
 from gateway.http.api_routes import api_routes, is_messages_path
@@ -42,6 +42,37 @@ def _error_for(scope: Scope, error: GatewayError) -> JSONResponse:
     """The one place errors become responses: Anthropic's shape on the Messages API, OpenAI's elsewhere."""
     body = anthropic_error(error) if is_messages_path(scope["path"]) else error.body()
     return JSONResponse(body, status_code=error.status, headers=error.headers)
+
+
+class _Unexpected:
+    """An exception no route turned into a response becomes the gateway's OpenAI-shaped 500 here, inside the
+    application. Left to Starlette's last handler (ServerErrorMiddleware), the response was sent and the exception
+    then raised on to the server, and uvicorn closes a connection after an exception: a client's next request on that
+    kept-alive connection was reset ("connection reset by peer"). A response that had begun (a stream that broke
+    after its first byte) cannot be followed by another: its exception goes on, and the connection closes."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except Exception:
+            if started:
+                raise
+            log.exception("unexpected error on %s %s", scope.get("method"), scope.get("path"))
+            request_stats(Request(scope)).error = "unexpected"
+            await _error_for(scope, GatewayError("the gateway failed unexpectedly; see its log"))(scope, receive, send)
 
 
 async def _sse_body(first: StreamItem, items: AsyncIterator[StreamItem]) -> AsyncIterator[bytes]:
@@ -121,7 +152,7 @@ def create_app(
         request_stats(request).error = error.code or error.type
         return _error_response(request, error)
 
-    async def on_unexpected(request: Request, exc: Exception) -> Response:
+    async def on_unexpected(request: Request, exc: Exception) -> Response:  # raised outside the routes (_Unexpected)
         log.exception("unexpected error on %s %s", request.method, request.url.path)
         request_stats(request).error = "unexpected"
         return _error_response(request, GatewayError("the gateway failed unexpectedly; see its log"))
@@ -140,6 +171,7 @@ def create_app(
     if state.metrics is not None:
         routes.append(metrics_route(state.metrics, lambda: state.queue_probe, time.time))
     middleware = [Middleware(AuthMiddleware, access=state.access, render=_error_for)] if state.access is not None else []
+    middleware.append(Middleware(_Unexpected))  # innermost: what the observer and the auth see is its response
     if state.metrics is not None:  # outermost: it sees every request, refused ones included
         middleware.insert(0, Middleware(RequestObserver, metrics=state.metrics, routes=routes))
     return Starlette(
