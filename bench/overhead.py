@@ -15,8 +15,11 @@ question each request):
 - ``growing``: the paged gateway as a chat uses it, each request one finished exchange longer than the one
   before (the new exchange is stored, summarized and embedded), its CPU counted until the background work it
   left (consolidation) has settled; sequential requests only;
-- ``raw``: the same chat on a gateway with the product's ``pcp.raw_form`` (on): while the thread fits the budget
-  (10 turns here) it goes upstream as sent, and what the request costs is storing its new exchange;
+- ``raw``: the same chat on a gateway with the product's ``pcp.raw_form`` (on) and a budget of
+  :data:`RAW_BUDGET` tokens, which the chat's every request fits (10 turns and the cell's exchanges, ~3,400 tokens at
+  20 requests; at 2,000 it went paged for good after its fourth request): the thread goes upstream as sent, and what
+  the request costs is storing its new exchange (its vectors and consolidation in the background, counted). Measured
+  only at the sizes whose chat fits, and a request that went paged stops the run;
 - with ``--baseline REF``: the gateway of another commit (``git archive``), pass-through and paged, started
   next to the current one so that before and after are measured in the same run, interleaved; with ``--rounds N``
   each size's sequential requests are split in N rounds over every target in turn (a burst of load from outside
@@ -78,6 +81,7 @@ PROXY = "litellm-proxy"
 REFUSED = "refused"  # the gateway reading each body and refusing it: see the module docstring
 GROWING = "growing"  # the paged gateway, each request one exchange longer: see the module docstring
 RAW = "raw"  # the same on a gateway that sends a thread that fits as it is (pcp.raw_form): see the module docstring
+RAW_BUDGET = 8000  # the raw gateway's budget: the 10-turn chat and its exchanges fit it (see the module docstring)
 UNSERVED = "no-such-model"
 PROXY_KEY = "sk-bench-overhead-0123456789abcdef"
 
@@ -323,12 +327,26 @@ def growing_bodies(turns: int, start: int, count: int) -> list[bytes]:
     return out
 
 
+def raw_fits(turns: int, requests: int) -> bool:
+    """Whether the raw cell's chat at ``turns`` stays within :data:`RAW_BUDGET` for its ``requests`` (and a warm-up)."""
+    from gateway.core.tokens import TokenCounter
+
+    longest = json.loads(growing_bodies(turns, 0, requests + 2)[-1])["messages"]
+    return TokenCounter.for_model(MODEL).count_messages(longest) + 100 <= RAW_BUDGET
+
+
 def _check(response: httpx.Response) -> None:
     if response.status_code != 200:
         raise RuntimeError(f"HTTP {response.status_code}: {response.text[:300]}")
     text = response.json()["choices"][0]["message"]["content"]
     if text != "ok":
         raise RuntimeError(f"unexpected reply {text!r}")
+
+
+def _sent_raw(response: httpx.Response) -> None:
+    _check(response)
+    if response.headers.get("x-pcp-form") != "raw":
+        raise RuntimeError(f"the raw cell's request went upstream {response.headers.get('x-pcp-form')}: it measured the wrong form")
 
 
 def _refused(response: httpx.Response) -> None:
@@ -453,7 +471,8 @@ class Runner:
         sequential(self.client, url, headers, payloads[:1], 600)  # stores the thread
         wait_idle(server.proc, timeout=300)
         cell = Cell(name or GROWING + server.name.removeprefix("paged"), turns)
-        self._time(cell, server, lambda: sequential(self.client, url, headers, payloads[1:], self.plan.phase_limit_s), settle=True)
+        check = _sent_raw if cell.target == RAW else _check
+        self._time(cell, server, lambda: sequential(self.client, url, headers, payloads[1:], self.plan.phase_limit_s, check), settle=True)
         cell.rss_mb = group_rss_mb(server.proc)
         return cell
 
@@ -753,7 +772,7 @@ def main(argv: list[str] | None = None) -> int:
                         stack.callback(gw.stop)
                         servers.append(gw)
             if RAW in targets:  # (measured as a chat only: its steady state is pass-through's or paged's)
-                raw = start_gateway(RAW, ROOT, workdir / RAW, upstream.url, {}, raw_form=True)
+                raw = start_gateway(RAW, ROOT, workdir / RAW, upstream.url, {}, raw_form=True, budget_tokens=RAW_BUDGET)
                 stack.callback(raw.stop)
                 servers.append(raw)
             for server in servers:
@@ -785,9 +804,11 @@ def main(argv: list[str] | None = None) -> int:
                     if GROWING in targets and server.name.startswith("paged"):  # with --baseline, its paged gateway too
                         cells.append(runner.growing(server, t))
                         log(text_table(cells[-1:]).splitlines()[-1])
-                    if server.name == RAW:
+                    if server.name == RAW and raw_fits(t, plan.requests):
                         cells.append(runner.growing(server, t, RAW))
                         log(text_table(cells[-1:]).splitlines()[-1])
+                    elif server.name == RAW:
+                        log(f"raw: not measured at {t} turns (the chat outgrows the raw gateway's {RAW_BUDGET:,}-token budget)")
         except KeyboardInterrupt:
             log("interrupted; stopping every process this run started")
             return 130
