@@ -12,6 +12,8 @@ import re
 from collections import Counter
 
 from gateway.core.blocks import Block
+from gateway.core.labels import named_sides
+from gateway.core.messages import message_text
 
 __all__ = ["USER_CAP", "REPLY_CAP", "extract_clusters", "extractive_summary", "lead_text"]
 
@@ -64,14 +66,19 @@ def _kept(text: str, cap: int) -> str:
 
 
 def extractive_summary(block: Block) -> str:
-    """A fact-keeping summary of ``block``: ``User: …`` / ``Tools used: …`` / ``Assistant: …`` lines."""
+    """A fact-keeping summary of ``block``: ``User: …`` / ``Tools used: …`` / ``Assistant: …`` lines; where each
+    side's messages open with its own name (a chat between two people: `gateway.core.labels.named_sides`), the name
+    alone says who speaks (``Vanessa: …`` / ``Nebraas: …``), as in the page's excerpts."""
+    firsts = [f"{m.get('role')}: {message_text(m).lstrip().partition(chr(10))[0]}" for m in block.messages
+              if m.get("role") in ("user", "assistant") and message_text(m).strip()]
+    user, assistant = ("", "") if not block.tool_names and named_sides(firsts) else ("User: ", "Assistant: ")
     lines: list[str] = []
     if block.anchor_text.strip():
-        lines.append("User: " + _kept(block.anchor_text, USER_CAP))
+        lines.append(user + _kept(block.anchor_text, USER_CAP))
     if block.tool_names:
         lines.append("Tools used: " + ", ".join(dict.fromkeys(block.tool_names)))
     if block.reply_text.strip():
-        lines.append("Assistant: " + _kept(block.reply_text, REPLY_CAP))
+        lines.append(assistant + _kept(block.reply_text, REPLY_CAP))
     return "\n".join(lines) if lines else "(empty exchange)"
 
 

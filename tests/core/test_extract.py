@@ -49,3 +49,11 @@ def test_clusters_rank_by_weighted_frequency() -> None:
     assert extract_clusters(text) == ("docker", "redis", "compose", "kubernetes")
     assert extract_clusters(text, emphasis="kubernetes kubernetes", limit=2) == ("kubernetes", "docker")
     assert extract_clusters("x" * 41) == ()
+
+
+def test_a_chat_whose_names_stand_for_its_sides_is_summarised_by_the_names() -> None:
+    named = split_blocks([{"role": "user", "content": "Vanessa: my first competition is in September\nVanessa: so nervous"},
+                          {"role": "assistant", "content": "Nebraas: You will do great"}]).blocks[0]
+    assert extractive_summary(named) == "Vanessa: my first competition is in September\nVanessa: so nervous\nNebraas: You will do great"
+    one_named = split_blocks([{"role": "user", "content": "Vanessa: hi"}, {"role": "assistant", "content": "Hello!"}]).blocks[0]
+    assert extractive_summary(one_named) == "User: Vanessa: hi\nAssistant: Hello!"
