@@ -69,8 +69,8 @@ def extractive_summary(block: Block) -> str:
     """A fact-keeping summary of ``block``: ``User: …`` / ``Tools used: …`` / ``Assistant: …`` lines; where each
     side's messages open with its own name (a chat between two people: `gateway.core.labels.named_sides`), the name
     alone says who speaks (``Vanessa: …`` / ``Nebraas: …``), as in the page's excerpts."""
-    firsts = [f"{m.get('role')}: {message_text(m).lstrip().partition(chr(10))[0]}" for m in block.messages
-              if m.get("role") in ("user", "assistant") and message_text(m).strip()]
+    said = [(str(m.get("role")), message_text(m).strip()) for m in block.messages if m.get("role") in ("user", "assistant")]
+    firsts = [role + ": " + text.partition("\n")[0] for role, text in said if text]
     user, assistant = ("", "") if not block.tool_names and named_sides(firsts) else ("User: ", "Assistant: ")
     lines: list[str] = []
     if block.anchor_text.strip():

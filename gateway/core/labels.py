@@ -114,10 +114,10 @@ def without_labels(text: str, shapes: frozenset[str], *, roles: bool = True) -> 
 def named_sides(firsts: Sequence[str]) -> bool:
     """Whether the first rows of a transcript's messages (``firsts``) name their speakers: each opens, after its role
     prefix, with a name label (``Vanessa:``, ``Mrs. Murdo:``: at most :data:`NAME_WORDS` words, no digit, no bracket),
-    one name per role, the roles' names different. (Of LongMemEval's 23,864 exchanges, 13 pass: a role-play's
-    ``alicia:`` / ``Mrs. Murdo:``, and one ``Target:`` / ``Subject:``; a sentence that opens with a title, ``It was
-    Spider-Man: No Way Home``, does not.)
-    Then the name says who speaks and the role prefix only repeats it (a tool's or a system row keeps every prefix)."""
+    one name per role, the roles' names different. Then the name says who speaks and the role prefix only repeats it
+    (a tool's or a system row keeps every prefix). Of LongMemEval's 23,864 exchanges 13 pass: a role-play's
+    ``alicia:`` / ``Mrs. Murdo:``, and one ``Target:`` / ``Subject:``; a sentence that opens with a title (``It was
+    Spider-Man: No Way Home``) does not."""
     names: dict[str, str] = {}
     for row in firsts:
         start = _role_end(row)
