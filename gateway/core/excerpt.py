@@ -47,6 +47,7 @@ __all__ = [
     "leading_options",
     "line_coverage",
     "named_side",
+    "names_sides",
     "participants",
     "query_source",
     "render_excerpt",
@@ -146,6 +147,12 @@ def _message_units(rows: Sequence[str], index: int, speaker: str, side: str, cou
             first = row_number == 0 and piece_number == 0
             units.append(Unit.of(piece, count(piece), index, first, "\n" if piece_number == 0 else "", speaker, side))
     return units
+
+
+def names_sides(content: str) -> bool:
+    """Whether a page's transcript ``content`` is a chat whose names stand for its two sides
+    (`gateway.core.labels.named_sides` of its messages' first rows): its rows are then shown without role prefixes."""
+    return named_sides([rows[0] for rows in _messages(content)])
 
 
 def units_of(content: str, count: Callable[[str], int]) -> tuple[Unit, ...]:

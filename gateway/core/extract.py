@@ -12,8 +12,7 @@ import re
 from collections import Counter
 
 from gateway.core.blocks import Block
-from gateway.core.labels import named_sides
-from gateway.core.messages import message_text
+from gateway.core.excerpt import names_sides
 
 __all__ = ["USER_CAP", "REPLY_CAP", "extract_clusters", "extractive_summary", "lead_text"]
 
@@ -67,11 +66,9 @@ def _kept(text: str, cap: int) -> str:
 
 def extractive_summary(block: Block) -> str:
     """A fact-keeping summary of ``block``: ``User: …`` / ``Tools used: …`` / ``Assistant: …`` lines; where each
-    side's messages open with its own name (a chat between two people: `gateway.core.labels.named_sides`), the name
-    alone says who speaks (``Vanessa: …`` / ``Nebraas: …``), as in the page's excerpts."""
-    said = [(str(m.get("role")), message_text(m).strip()) for m in block.messages if m.get("role") in ("user", "assistant")]
-    firsts = [role + ": " + text.partition("\n")[0] for role, text in said if text]
-    user, assistant = ("", "") if not block.tool_names and named_sides(firsts) else ("User: ", "Assistant: ")
+    side's messages open with its own name (a chat between two people: `gateway.core.excerpt.names_sides`, decided on
+    the page's text as its excerpts are), the name alone says who speaks (``Vanessa: …`` / ``Nebraas: …``)."""
+    user, assistant = ("", "") if not block.tool_names and names_sides(block.text) else ("User: ", "Assistant: ")
     lines: list[str] = []
     if block.anchor_text.strip():
         lines.append(user + _kept(block.anchor_text, USER_CAP))

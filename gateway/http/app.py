@@ -44,6 +44,13 @@ def _error_for(scope: Scope, error: GatewayError) -> JSONResponse:
     return JSONResponse(body, status_code=error.status, headers=error.headers)
 
 
+def _unexpected(request: Request) -> JSONResponse:
+    """The answer to an exception nothing turned into a response (logged with its traceback, counted)."""
+    log.exception("unexpected error on %s %s", request.method, request.url.path)
+    request_stats(request).error = "unexpected"
+    return _error_response(request, GatewayError("the gateway failed unexpectedly; see its log"))
+
+
 class _Unexpected:
     """An exception no route turned into a response becomes the gateway's OpenAI-shaped 500 here, inside the
     application. Left to Starlette's last handler (ServerErrorMiddleware), the response was sent and the exception
@@ -70,9 +77,7 @@ class _Unexpected:
         except Exception:
             if started:
                 raise
-            log.exception("unexpected error on %s %s", scope.get("method"), scope.get("path"))
-            request_stats(Request(scope)).error = "unexpected"
-            await _error_for(scope, GatewayError("the gateway failed unexpectedly; see its log"))(scope, receive, send)
+            await _unexpected(Request(scope))(scope, receive, send)
 
 
 async def _sse_body(first: StreamItem, items: AsyncIterator[StreamItem]) -> AsyncIterator[bytes]:
@@ -153,9 +158,7 @@ def create_app(
         return _error_response(request, error)
 
     async def on_unexpected(request: Request, exc: Exception) -> Response:  # raised outside the routes (_Unexpected)
-        log.exception("unexpected error on %s %s", request.method, request.url.path)
-        request_stats(request).error = "unexpected"
-        return _error_response(request, GatewayError("the gateway failed unexpectedly; see its log"))
+        return _unexpected(request)
 
     routes = [
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
