@@ -233,6 +233,7 @@ class ChatService:
         try:
             context = await self._build(request, thread, now)
             form, raw_tokens = await self._form(request, context)
+            await self._background(context, form, raw_tokens)
         except StoreUnavailable as exc:
             self._degrade(request, thread.scope, exc)
             return None
@@ -242,12 +243,25 @@ class ChatService:
     async def _build(self, request: ChatRequest, thread: ThreadKey, now: datetime) -> PagedContext:
         budget = request_budget(request.meta.budget, self._config.budget_for(request.model))
         tools = request.params.get("tools") or []
-        context = await self._builder.build(request.model, request.messages, tools, thread, now, budget)
-        if context.added and self._consolidator is not None:
-            await self._consolidator.pages_added(thread)
-        elif self._consolidator is not None:  # pages another embedding model made are re-embedded in the background
-            await self._consolidator.vectors_checked(thread)
-        return context
+        return await self._builder.build(request.model, request.messages, tools, thread, now, budget)
+
+    async def _background(self, context: PagedContext, form: Form, raw_tokens: int | None) -> None:
+        """Queue the thread's consolidation (its new pages' vectors, then their topics) when the request stored pages,
+        or re-embedding when another embedding model made its vectors. Not for a thread sent raw whose next exchange,
+        as large as the largest this request stored, would still go raw: nothing compares its vectors or topics
+        before it outgrows the budget, and most threads never do. The request that comes within an exchange of the
+        budget queues it, so its vectors are made before the first request that is paged needs them (one that goes
+        paged earlier, on a larger exchange, ranks the pages still waiting by their words, and queues it); a thread
+        that stops short is consolidated by the idle flush (`Consolidator.schedule_idle`, from the thread registry
+        in Redis, so a restart loses none of it)."""
+        if self._consolidator is None:
+            return
+        if form is Form.RAW and raw_tokens is not None and raw_tokens + context.grown <= context.ceiling:
+            return
+        if context.added:
+            await self._consolidator.pages_added(context.thread)
+        else:  # pages another embedding model made (or a raw thread's, left until now) are embedded in the background
+            await self._consolidator.vectors_checked(context.thread)
 
     async def _form(self, request: ChatRequest, context: PagedContext) -> tuple[Form, int | None]:
         """The form this request goes upstream in, and the client's request size in tokens (``None`` when it

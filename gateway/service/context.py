@@ -78,6 +78,7 @@ class PagedContext:
     query: str = ""  # the live turn's text: what a page a Consult opens in part shows
     router_ms: float = 0.0
     added: tuple[str, ...] = ()
+    grown: int = 0  # the tokens of the largest page this request stored: what the thread's next exchange may add
     selected_by: str = "heuristic"  # who chose the views (gateway.service.router.Selection.decided_by)
     was_paged: bool = False  # whether a request of the thread went upstream paged before (gateway.core.form)
     exchanges: int = 0  # the conversation's exchanges in this request's history
@@ -278,6 +279,7 @@ class ContextBuilder:
             query=query,
             router_ms=fitted.router_ms,
             added=tuple(added),
+            grown=max((page.tokens for page in stored.pages), default=0),
             selected_by=fitted.selected_by,
             was_paged=snapshot.paged,
             exchanges=len(ids),

@@ -1,9 +1,10 @@
 """A thread sent raw gets no embedding of its new exchanges before the answer (issue 47 item 3): the pages are stored
-with their vector fields pending, and the thread's consolidation job, queued in the Redis stream with them, makes the
-vectors afterwards — here by a gateway started after the first stopped, as after a crash, since the first runs no
-worker. A thread sent paged still has its vectors when the answer comes, unless the request brought more new pages
-than `pcp.inline_vectors` (a long history sent at once): those wait for the job too. Without consolidation no job
-would ever make them, so nothing waits."""
+with their vector fields pending, and the thread's consolidation job makes the vectors afterwards — queued in the Redis
+stream with them once the thread is within an exchange of its budget (made here by a gateway started after the first
+stopped, as after a crash, since the first runs no worker), else by the idle flush when the thread goes quiet. A thread sent
+paged still has its vectors when the answer comes, unless the request brought more new pages than `pcp.inline_vectors`
+(a long history sent at once): those wait for the job too. Without consolidation no job would ever make them, so
+nothing waits."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 import redis
 
 from gateway.adapters.embedding_models import DEFAULT_MODEL
+from gateway.core import TokenCounter
 from tests.support.fake_upstream import FakeUpstream, Reply
 from tests.support.gateway_process import GatewayProcess, gateway_config
 
@@ -79,25 +81,67 @@ def setting(fake: FakeUpstream, tmp_path: Path) -> tuple[dict[str, Any], Path]:
     return config, tmp_path
 
 
-def test_a_raw_thread_s_vectors_are_made_after_the_answer_by_the_job_queue(
+def pending_jobs(gateway: GatewayProcess, thread: str) -> int:
+    r = httpx.get(f"{gateway.root_url}/pcp/threads/{thread}", headers={"Authorization": f"Bearer {KEY}"})
+    assert r.status_code == 200, r.text
+    return int(r.json()["pending_jobs"])
+
+
+def test_a_raw_thread_within_an_exchange_of_its_budget_has_its_vectors_made_after_the_answer_by_the_job_queue(
     setting: tuple[dict[str, Any], Path], upstream: FakeUpstream
 ) -> None:
     config, workdir = setting
     thread = f"deferred-{uuid.uuid4().hex[:8]}"
     prefix = config["store"]["key_prefix"]
+    # a last exchange long enough that one more like it would not fit the budget raw: the thread nears its budget
+    told = "Fact 2: lighthouse 2 stands 22 metres tall. " + " ".join(f"Its keeper logged storm {n} in the book." for n in range(34))
+    messages = [*chat(3)[:-2], {"role": "user", "content": "Tell me fact number 2 about lighthouses."},
+                {"role": "assistant", "content": told}, {"role": "user", "content": "Which one is the tallest?"}]
+    raw = TokenCounter.for_model("fake-model").count_messages(messages)
+    assert raw <= BUDGET < raw + TokenCounter().count(told)
     upstream.script(Reply(content="lighthouse 2"))
     with GatewayProcess(config=config, workdir=workdir) as first:
-        assert ask(first, thread, chat(3))["x-pcp-form"] == "raw"
+        assert ask(first, thread, messages)["x-pcp-form"] == "raw"
         stored = vectors(store_of(config, workdir / "data"), prefix, thread)
         pages = page_fields(stored)
         assert len(pages) == 3 and all(stored[f] == "pending|" for f in pages), {k: v[:20] for k, v in stored.items()}
         assert stored["@model"].startswith("pending:")
+        assert pending_jobs(first, thread) == 1  # queued with the pages; this gateway runs no worker
     # the job stayed in the stream: a gateway that runs a worker (as after a crash of the first) makes the vectors
     again = {**config, "jobs": {"workers": 1}}
     with GatewayProcess(config=again, workdir=workdir) as second:
         drained(second, thread)
         stored = vectors(store_of(config, workdir / "data"), prefix, thread)
     assert all_made(stored, 3)
+    assert stored["@model"] == DEFAULT_MODEL
+
+
+def test_a_raw_thread_far_from_its_budget_queues_nothing_and_is_embedded_when_it_goes_quiet(
+    setting: tuple[dict[str, Any], Path], upstream: FakeUpstream
+) -> None:
+    """Most threads never outgrow the budget: nothing compares their vectors, so no job is queued for them until
+    the thread comes within an exchange of its budget or goes quiet. The idle flush finds a quiet thread in the
+    registry kept in Redis, so the vectors are made after a restart too."""
+    config, workdir = setting
+    thread = f"far-{uuid.uuid4().hex[:8]}"
+    prefix = config["store"]["key_prefix"]
+    upstream.script(Reply(content="lighthouse 2"), Reply(content="lighthouse 3"))
+    with GatewayProcess(config=config, workdir=workdir) as first:
+        assert ask(first, thread, chat(3))["x-pcp-form"] == "raw"
+        following = [*chat(3)[:-1], {"role": "assistant", "content": "Lighthouse 2."}, {"role": "user", "content": "And the oldest?"}]
+        assert ask(first, thread, following)["x-pcp-form"] == "raw"
+        assert pending_jobs(first, thread) == 0
+        stored = vectors(store_of(config, workdir / "data"), prefix, thread)
+        assert len(page_fields(stored)) == 4 and all(stored[f] == "pending|" for f in page_fields(stored))
+    # quiet for longer than the idle limit (here 0.6 s): the scan a gateway runs when it starts queues its flush
+    time.sleep(1.0)
+    quiet = {**config, "jobs": {"workers": 1}, "pcp": {**config["pcp"], "idle_flush_minutes": 0.01}}
+    with GatewayProcess(config=quiet, workdir=workdir) as second:
+        deadline = time.monotonic() + 120
+        while not all_made(stored := vectors(store_of(config, workdir / "data"), prefix, thread), 4):
+            assert time.monotonic() < deadline, "the quiet thread's vectors were not made"
+            time.sleep(0.1)  # polling another process's background work
+        drained(second, thread)
     assert stored["@model"] == DEFAULT_MODEL
 
 
