@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,15 +65,17 @@ class TokenCounter:
         """Tokens in ``text``."""
         return len(self.encoding.encode(text, disallowed_special=()))
 
-    def count_message(self, message: Mapping[str, Any]) -> int:
-        """Tokens of one chat message as the model sees it: role, name, text, tool calls, plus a fixed overhead."""
+    def count_message(self, message: Mapping[str, Any], count: Callable[[str], int] | None = None) -> int:
+        """Tokens of one chat message as the model sees it: role, name, text, tool calls, plus a fixed overhead; its
+        parts counted by ``count`` when given (one that keeps what it counted), else by :meth:`count`."""
         parts = [str(message.get("role", "")), message_text(message)]
         name = message.get("name")
         if isinstance(name, str):
             parts.append(name)
         for call in tool_calls_of(message):
             parts.append(json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False))
-        return MESSAGE_OVERHEAD + sum(self.count(part) for part in parts if part)
+        count = count or self.count
+        return MESSAGE_OVERHEAD + sum(count(part) for part in parts if part)
 
     def count_messages(self, messages: Iterable[Mapping[str, Any]]) -> int:
         """Tokens of a message list, including the reply priming OpenAI adds."""

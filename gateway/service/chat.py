@@ -274,7 +274,9 @@ class ChatService:
             paged_before = False
         raw_tokens = None
         if not paged_before:  # counted as the budget counts the paged form: the model's encoding, whole messages
-            raw_tokens = TokenCounter.for_model(request.model).count_messages(request.messages)
+            raw_tokens = context.raw_tokens
+            if raw_tokens is None:  # (a thread paged before whose client cleared its history)
+                raw_tokens = TokenCounter.for_model(request.model).count_messages(request.messages)
         # the budget, or what the history may fill a request up to when its client's own parts leave less
         budget = context.ceiling
         form = choose_form(raw_tokens=raw_tokens or 0, paged_tokens=context.prompt_tokens, budget=budget, paged_before=paged_before)

@@ -37,6 +37,7 @@ from gateway.core import (
     system_instructions,
 )
 from gateway.core.instructions import InstructionCosts, instruction_costs
+from gateway.core.lru import Lru
 from gateway.core.rounds import Room, ZoomNames
 from gateway.core.tokens import REPLY_PRIMING
 from gateway.core.worth import BACKGROUND_OVERHEAD
@@ -79,6 +80,7 @@ class PagedContext:
     router_ms: float = 0.0
     added: tuple[str, ...] = ()
     grown: int = 0  # the tokens of the largest page this request stored: what the thread's next exchange may add
+    raw_tokens: int | None = None  # the client's request in tokens, counted when its thread was never paged
     selected_by: str = "heuristic"  # who chose the views (gateway.service.router.Selection.decided_by)
     was_paged: bool = False  # whether a request of the thread went upstream paged before (gateway.core.form)
     exchanges: int = 0  # the conversation's exchanges in this request's history
@@ -107,22 +109,37 @@ def _query(tail: Sequence[Mapping[str, Any]]) -> str:
     return users[-1] if users else ""
 
 
+MESSAGE_TEXTS = 8192  # texts of messages whose token counts a process keeps, per tokenizer (by length and hash)
+
+
+class _SentCounts:
+    """``TokenCounter.count`` of the texts of the messages clients send, kept across requests: a thread's history
+    comes back whole with each of its requests, and encoding it again (and once more for the form) was over a quarter
+    of what a raw request cost. Kept by the text's length and hash, not by the text (a client's tool outputs can be
+    large): bounded, least recently used out."""
+
+    def __init__(self, counter: TokenCounter, capacity: int = MESSAGE_TEXTS) -> None:
+        self._counter = counter
+        self._counts: Lru[tuple[int, int], int] = Lru(capacity)
+
+    def count(self, text: str) -> int:
+        key = (len(text), hash(text))
+        n = self._counts.get(key)
+        if n is None:
+            n = self._counter.count(text)
+            self._counts.put(key, n)
+        return n
+
+
 class _MessageTokens:
     """``TokenCounter.count_message`` of one request's messages, each counted once: by identity, so only for
-    messages the request holds until it ends (its split's), never for a rendering made and dropped."""
+    messages the request holds until it ends (its split's), never for a rendering made and dropped; their texts by
+    the process's :class:`_SentCounts`."""
 
-    def __init__(self, counter: TokenCounter) -> None:
+    def __init__(self, counter: TokenCounter, sent: _SentCounts) -> None:
         self._counter = counter
+        self._sent = sent
         self._counts: dict[int, int] = {}
-
-    def within(self, messages: Iterable[Mapping[str, Any]], limit: int) -> bool:
-        """Whether the messages' counts sum to at most ``limit`` (counting stops beyond it)."""
-        total = 0
-        for message in messages:
-            total += self.total((message,))
-            if total > limit:
-                return False
-        return True
 
     def total(self, messages: Iterable[Mapping[str, Any]]) -> int:
         """The sum of the messages' counts (without the reply priming ``count_messages`` adds)."""
@@ -130,7 +147,7 @@ class _MessageTokens:
         for message in messages:
             n = counts.get(id(message))
             if n is None:
-                n = counts[id(message)] = self._counter.count_message(message)
+                n = counts[id(message)] = self._counter.count_message(message, self._sent.count)
             total += n
         return total
 
@@ -158,6 +175,7 @@ class ContextBuilder:
         # what the instructions' lines cost, per tokenizer, tool names and trace: the same few on every request
         self._explained: dict[tuple[str, str, str, bool], InstructionCosts] = {}
         self._instructions: dict[str, int] = {}  # the whole instructions, per tokenizer (the skeleton's estimate)
+        self._sent: dict[str, _SentCounts] = {}  # per tokenizer
 
     async def build(
         self,
@@ -172,12 +190,21 @@ class ContextBuilder:
     ) -> PagedContext:
         """The first round's context; with ``store=False`` the thread is only read (a preview: no page is stored)."""
         counter = self._counter_for(model)
-        tokens = _MessageTokens(counter)  # the request's own messages, counted once however often they are sent
+        sent = self._sent.get(counter.encoding_name)
+        if sent is None:
+            sent = self._sent[counter.encoding_name] = _SentCounts(counter)
+        tokens = _MessageTokens(counter, sent)  # the request's own messages, counted once however often they are sent
+
+        raw_tokens: int | None = None  # the client's request as the budget counts it, when the form weighs it
 
         def raw(snapshot: ThreadSnapshot) -> bool:
             """Whether the request may go upstream raw (gateway.core.form): then its new pages' vectors wait for
             the background, since nothing on its way to the answer compares them."""
-            return self._settings.raw_form and not snapshot.paged and tokens.within(messages, budget - REPLY_PRIMING)
+            nonlocal raw_tokens
+            if not self._settings.raw_form or snapshot.paged:
+                return False
+            raw_tokens = REPLY_PRIMING + tokens.total(messages)
+            return raw_tokens <= budget
 
         stored = await self.history.store_history(thread, messages, now, store=store, later=raw)
         split, scaffold, keep, ids, added, snapshot = stored.split, stored.scaffold, stored.keep, stored.ids, stored.added, stored.snapshot
@@ -280,6 +307,7 @@ class ContextBuilder:
             router_ms=fitted.router_ms,
             added=tuple(added),
             grown=max((page.tokens for page in stored.pages), default=0),
+            raw_tokens=raw_tokens,
             selected_by=fitted.selected_by,
             was_paged=snapshot.paged,
             exchanges=len(ids),
