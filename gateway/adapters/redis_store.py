@@ -460,8 +460,22 @@ class RedisStore(PageVectors):
 
 
 def _parse_focus(views: Mapping[str, str], trace: Iterable[str]) -> tuple[dict[str, View], tuple[Step, ...]]:
-    """A thread's views and trace, as stored by `RedisStore.save_focus`."""
-    return {page_id: View(view) for page_id, view in views.items()}, tuple(_parse_step(raw) for raw in trace)
+    """A thread's views and trace, as stored by `RedisStore.save_focus`. An entry this gateway cannot read (a view
+    another version or program wrote, a step that is not its JSON) is left out, and logged: they are where the
+    model's zoom stands, worth less than the thread, whose every request would otherwise fail on them."""
+    read: dict[str, View] = {}
+    for page_id, view in views.items():
+        try:
+            read[page_id] = View(view)
+        except ValueError:
+            log.warning("left out a stored view this gateway cannot read: %r for page %s", view[:40], page_id)
+    steps = []
+    for raw in trace:
+        try:
+            steps.append(_parse_step(raw))
+        except (ValueError, KeyError, TypeError):
+            log.warning("left out a stored trace step this gateway cannot read: %r", raw[:80])
+    return read, tuple(steps)
 
 
 def _parse_step(raw: str) -> Step:
