@@ -1,11 +1,13 @@
-"""The token counts of the texts clients send, kept across requests (gateway.service.context._SentCounts)."""
+"""The token counts of the texts clients send, kept across requests (gateway.core.tokens.KeptCounts, as the context
+builder keeps them for a request's messages)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from gateway.core import TokenCounter
-from gateway.service.context import _MessageTokens, _SentCounts
+from gateway.core.tokens import KeptCounts
+from gateway.service.context import MESSAGE_TEXTS, _MessageTokens
 
 
 @dataclass(frozen=True)
@@ -21,7 +23,7 @@ class Encodings(TokenCounter):
 
 def test_a_text_sent_again_is_not_encoded_again() -> None:
     counter = Encodings()
-    sent = _SentCounts(counter)
+    sent = KeptCounts(counter, MESSAGE_TEXTS)
     history = [{"role": "user", "content": "Where is the lighthouse?"}, {"role": "assistant", "content": "On the cape."}]
     first = _MessageTokens(counter, sent).total(history)
     assert first == sum(TokenCounter().count_message(m) for m in history)
@@ -34,7 +36,7 @@ def test_a_text_sent_again_is_not_encoded_again() -> None:
 
 def test_the_counts_kept_are_bounded() -> None:
     counter = Encodings()
-    sent = _SentCounts(counter, capacity=2)
+    sent = KeptCounts(counter, capacity=2)
     for text in ("one", "two", "three", "one"):
         assert sent.count(text) == TokenCounter().count(text)
     assert counter.encoded == ["one", "two", "three", "one"]  # "one" was dropped for "three"

@@ -18,9 +18,10 @@ from typing import Any
 
 import tiktoken
 
+from gateway.core.lru import Lru
 from gateway.core.messages import message_text, tool_calls_of
 
-__all__ = ["DEFAULT_ENCODING", "MESSAGE_OVERHEAD", "OFFLINE_ENCODINGS", "REPLY_PRIMING", "TokenCounter", "encoding_for_model"]
+__all__ = ["DEFAULT_ENCODING", "MESSAGE_OVERHEAD", "OFFLINE_ENCODINGS", "REPLY_PRIMING", "KeptCounts", "TokenCounter", "encoding_for_model"]
 
 DEFAULT_ENCODING = "cl100k_base"
 # The encodings whose files litellm ships (o200k_harmony reuses the o200k_base file).
@@ -80,3 +81,21 @@ class TokenCounter:
     def count_messages(self, messages: Iterable[Mapping[str, Any]]) -> int:
         """Tokens of a message list, including the reply priming OpenAI adds."""
         return REPLY_PRIMING + sum(self.count_message(message) for message in messages)
+
+
+class KeptCounts:
+    """``TokenCounter.count`` of texts that recur (a thread's history sent again with each request, excerpts shown
+    again), kept by the text's length and hash, not by the text, which can be large (a client's tool outputs):
+    bounded, least recently used out."""
+
+    def __init__(self, counter: TokenCounter, capacity: int) -> None:
+        self._counter = counter
+        self._counts: Lru[tuple[int, int], int] = Lru(capacity)
+
+    def count(self, text: str) -> int:
+        key = (len(text), hash(text))
+        n = self._counts.get(key)
+        if n is None:
+            n = self._counter.count(text)
+            self._counts.put(key, n)
+        return n

@@ -69,29 +69,24 @@ def json_object(body: bytes) -> dict[str, Any]:
     it as it always did. (orjson reads an integer beyond 64 bits as a float.)
     """
     try:
-        data = orjson.loads(body)
+        data = orjson.loads(body)  # (it refuses a lone surrogate)
     except orjson.JSONDecodeError:
         data = _json_loads(body)
-    else:  # (orjson refuses a lone surrogate)
-        if not isinstance(data, dict):
-            raise InvalidRequest("the request body must be a JSON object")
-        return data
-    if _SURROGATE_ESCAPE.search(body) and _has_lone_surrogate(data):
-        raise InvalidRequest("the request body holds a lone UTF-16 surrogate (a \\ud800-\\udfff escape without its pair)")
+        if _SURROGATE_ESCAPE.search(body) and _has_lone_surrogate(data):
+            raise InvalidRequest("the request body holds a lone UTF-16 surrogate (a \\ud800-\\udfff escape without its pair)") from None
+    if not isinstance(data, dict):
+        raise InvalidRequest("the request body must be a JSON object")
     return data
 
 
-def _json_loads(body: bytes) -> dict[str, Any]:
-    """`json`'s reading of a body orjson refused: the object, or InvalidRequest with what is wrong."""
+def _json_loads(body: bytes) -> Any:
+    """`json`'s reading of a body orjson refused, or InvalidRequest with what is wrong."""
     try:
-        data = json.loads(body)
+        return json.loads(body)
     except RecursionError as exc:
         raise InvalidRequest("the request body is nested too deeply") from exc
     except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, and int() of a 4300+ digit number
         raise InvalidRequest(f"the request body is not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise InvalidRequest("the request body must be a JSON object")
-    return data
 
 
 def _has_lone_surrogate(data: Any) -> bool:

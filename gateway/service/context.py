@@ -37,9 +37,8 @@ from gateway.core import (
     system_instructions,
 )
 from gateway.core.instructions import InstructionCosts, instruction_costs
-from gateway.core.lru import Lru
 from gateway.core.rounds import Room, ZoomNames
-from gateway.core.tokens import REPLY_PRIMING
+from gateway.core.tokens import REPLY_PRIMING, KeptCounts
 from gateway.core.worth import BACKGROUND_OVERHEAD
 from gateway.service.candidate_pool import fits_whole
 from gateway.service.ingest import History, Ingestion, matched_query, speakers_of
@@ -109,34 +108,17 @@ def _query(tail: Sequence[Mapping[str, Any]]) -> str:
     return users[-1] if users else ""
 
 
-MESSAGE_TEXTS = 8192  # texts of messages whose token counts a process keeps, per tokenizer (by length and hash)
-
-
-class _SentCounts:
-    """``TokenCounter.count`` of the texts of the messages clients send, kept across requests: a thread's history
-    comes back whole with each of its requests, and encoding it again (and once more for the form) was over a quarter
-    of what a raw request cost. Kept by the text's length and hash, not by the text (a client's tool outputs can be
-    large): bounded, least recently used out."""
-
-    def __init__(self, counter: TokenCounter, capacity: int = MESSAGE_TEXTS) -> None:
-        self._counter = counter
-        self._counts: Lru[tuple[int, int], int] = Lru(capacity)
-
-    def count(self, text: str) -> int:
-        key = (len(text), hash(text))
-        n = self._counts.get(key)
-        if n is None:
-            n = self._counter.count(text)
-            self._counts.put(key, n)
-        return n
+# texts of messages whose token counts a process keeps, per tokenizer: a thread's history comes back whole with each of
+# its requests, and encoding it again (and once more for the form) was over a quarter of what a raw request cost
+MESSAGE_TEXTS = 8192
 
 
 class _MessageTokens:
     """``TokenCounter.count_message`` of one request's messages, each counted once: by identity, so only for
     messages the request holds until it ends (its split's), never for a rendering made and dropped; their texts by
-    the process's :class:`_SentCounts`."""
+    the counts the process keeps (:data:`MESSAGE_TEXTS`)."""
 
-    def __init__(self, counter: TokenCounter, sent: _SentCounts) -> None:
+    def __init__(self, counter: TokenCounter, sent: KeptCounts) -> None:
         self._counter = counter
         self._sent = sent
         self._counts: dict[int, int] = {}
@@ -175,7 +157,7 @@ class ContextBuilder:
         # what the instructions' lines cost, per tokenizer, tool names and trace: the same few on every request
         self._explained: dict[tuple[str, str, str, bool], InstructionCosts] = {}
         self._instructions: dict[str, int] = {}  # the whole instructions, per tokenizer (the skeleton's estimate)
-        self._sent: dict[str, _SentCounts] = {}  # per tokenizer
+        self._sent: dict[str, KeptCounts] = {}  # per tokenizer
 
     async def build(
         self,
@@ -192,7 +174,7 @@ class ContextBuilder:
         counter = self._counter_for(model)
         sent = self._sent.get(counter.encoding_name)
         if sent is None:
-            sent = self._sent[counter.encoding_name] = _SentCounts(counter)
+            sent = self._sent[counter.encoding_name] = KeptCounts(counter, MESSAGE_TEXTS)
         tokens = _MessageTokens(counter, sent)  # the request's own messages, counted once however often they are sent
 
         raw_tokens: int | None = None  # the client's request as the budget counts it, when the form weighs it

@@ -16,6 +16,7 @@ from gateway.adapters.store_keys import ThreadKey
 from gateway.core import Page, TokenCounter, background_line, excerpt_entry, map_text
 from gateway.core.excerpt import ExcerptOption, Unit, excerpt_options, leading_options, line_coverage, speaking_share, units_of, whole_page
 from gateway.core.lru import Lru
+from gateway.core.tokens import KeptCounts
 from gateway.core.worth import share_of
 
 __all__ = ["Offer", "PageExcerpts"]
@@ -24,23 +25,8 @@ __all__ = ["Offer", "PageExcerpts"]
 # not counted), its excerpt options, and its speaking share.
 Offer = tuple[float | None, tuple[ExcerptOption, ...], float]
 
-EXCERPT_COUNTS = 4096  # excerpt texts whose token counts are kept, per tokenizer (a few MB at most)
+EXCERPT_COUNTS = 4096  # excerpt texts whose token counts are kept, per tokenizer
 UNIT_CACHE = 4096  # pages whose excerpt units and background line are kept in memory
-
-
-class _TextCounts:
-    """``TokenCounter.count`` of texts that recur (excerpts), kept by text: bounded, least recently used out."""
-
-    def __init__(self, counter: TokenCounter, capacity: int = EXCERPT_COUNTS) -> None:
-        self._counter = counter
-        self._counts: Lru[str, int] = Lru(capacity)
-
-    def count(self, text: str) -> int:
-        n = self._counts.get(text)
-        if n is None:
-            n = self._counter.count(text)
-            self._counts.put(text, n)
-        return n
 
 
 class PageExcerpts:
@@ -50,7 +36,7 @@ class PageExcerpts:
         # per page and tokenizer: its units (content never changes), and its background line with the summary it
         # was made from
         self._pages: Lru[tuple[str, str, str], tuple[tuple[Unit, ...], str, str]] = Lru(capacity)
-        self._counts: dict[str, _TextCounts] = {}
+        self._counts: dict[str, KeptCounts] = {}
 
     def _units(self, thread: ThreadKey, page: Page, counter: TokenCounter) -> tuple[tuple[Unit, ...], str]:
         key = (counter.encoding_name, thread.scope, page.id)
@@ -98,8 +84,11 @@ class PageExcerpts:
         return None, (ExcerptOption((), text, tokens, share_of(tokens, page.tokens)),), 1.0
 
     def _count(self, counter: TokenCounter) -> Callable[[str], int]:
-        """``counter.count`` of texts that recur, kept per tokenizer (`_TextCounts`)."""
-        return self._counts.setdefault(counter.encoding_name, _TextCounts(counter)).count
+        """``counter.count`` of texts that recur, kept per tokenizer (`gateway.core.tokens.KeptCounts`)."""
+        kept = self._counts.get(counter.encoding_name)
+        if kept is None:
+            kept = self._counts[counter.encoding_name] = KeptCounts(counter, EXCERPT_COUNTS)
+        return kept.count
 
     @staticmethod
     def _entries(page: Page, options: tuple[ExcerptOption, ...], count: Callable[[str], int]) -> tuple[ExcerptOption, ...]:
