@@ -21,7 +21,7 @@ from gateway.core.budget import (
 from gateway.core.errors import ContextWindowExceeded, CoreError, IllegalTransition, InvalidMessage
 from gateway.core.extract import extract_clusters, extractive_summary, lead_text
 from gateway.core.instructions import system_instructions
-from gateway.core.messages import ToolCall, message_text, tool_calls_of, transcript
+from gateway.core.messages import ToolCall, message_text, said_text, tool_calls_of, transcript
 from gateway.core.pages import Page, PageType, consolidated_page, is_page_id, original_page, page_id, utc
 from gateway.core.render import (
     LineHolds,
@@ -108,6 +108,7 @@ __all__ = [
     "iso_time",
     "lead_text",
     "message_text",
+    "said_text",
     "next_view",
     "nodes_from_state",
     "normalize",

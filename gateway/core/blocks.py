@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.core.errors import IllegalTransition
-from gateway.core.messages import SYSTEM_ROLES, message_role, message_text, tool_calls_of, transcript
+from gateway.core.messages import SYSTEM_ROLES, message_role, message_text, said_text, tool_calls_of, transcript
 
 __all__ = ["Block", "BlockState", "Event", "SEALS", "Segmentation", "TRANSITIONS", "classify", "next_block_state", "split_blocks"]
 
@@ -89,7 +89,8 @@ class Block:
     """A run of messages forming one Logical Block.
 
     ``messages`` are the original mappings in order, ``indexes`` their positions in the input list.
-    ``anchor_text`` is the text of the block's user messages (newline-joined; empty without one).
+    ``anchor_text`` is what the block's user messages say (their :func:`~gateway.core.messages.said_text`, newline-joined;
+    empty without one).
     ``text`` is the transcript used as page content (see :func:`gateway.core.messages.transcript`).
     ``reply_text`` is the text of the final reply (its consecutive assistant messages, newline-joined);
     ``tool_names`` the functions called, in order. ``earlier_texts``: the ``text`` of each shorter block this one
@@ -126,7 +127,7 @@ class Segmentation:
 
 
 def _build_block(items: Sequence[tuple[int, Mapping[str, Any], str]]) -> Block:
-    user_texts = [message_text(m) for _, m, _ in items if m.get("role") == "user"]
+    user_texts = [said_text(m) for _, m, _ in items if m.get("role") == "user"]
     assistant = [m for _, m, _ in items if m.get("role") == "assistant"]
     final: list[Mapping[str, Any]] = []
     for _, message, _ in reversed(items):

@@ -5,12 +5,15 @@ Messages are plain mappings as the OpenAI Chat Completions API sends them (``rol
 
 Text contract: :func:`message_text` returns the message's text exactly as sent (text parts of multi-part content
 joined with a newline); non-text parts become a short placeholder (``[image]``, ``[audio]``, ``[file]``).
-:func:`transcript` embeds that text verbatim, so every message's text can be found in the page content.
+:func:`transcript` embeds that text verbatim, so every message's text can be found in the page content — but for
+the context a client writes into its user's messages (:data:`CLIENT_CONTEXT`), which :func:`said_text` leaves out:
+a page is what was said, and the messages as sent are kept beside it (gateway.core.original).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,18 +21,27 @@ from typing import Any
 from gateway.core.errors import InvalidMessage
 
 __all__ = [
+    "CLIENT_CONTEXT",
     "KNOWN_ROLES",
     "SYSTEM_ROLES",
     "ToolCall",
     "content_text",
     "message_role",
     "message_text",
+    "said_text",
     "tool_calls_of",
     "transcript",
 ]
 
 SYSTEM_ROLES = frozenset({"system", "developer"})
 KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+# What a client writes into its user's messages for the model, not the user's words: Claude Code's <system-reminder>
+# parts (its agents and skills lists, the user's CLAUDE.md and the date in a session's first message; notes on files
+# opened or changed, a todo list, in later ones). Stored as said, its words would match questions they have nothing to
+# do with ("the code word" matches "code-review: Review the current diff…") and fill the excerpt of that page.
+CLIENT_CONTEXT = re.compile(r"<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
+_CLIENT_OPENING = "<system-reminder>"
 
 _PLACEHOLDERS = {
     "image_url": "[image]",
@@ -100,6 +112,15 @@ def message_text(message: Mapping[str, Any]) -> str:
     return text
 
 
+def said_text(message: Mapping[str, Any]) -> str:
+    """:func:`message_text`, without the context a client wrote into a user message (:data:`CLIENT_CONTEXT`): the
+    user's own words, what a page stores and a question is matched on."""
+    text = message_text(message)
+    if message.get("role") != "user" or _CLIENT_OPENING not in text:
+        return text
+    return CLIENT_CONTEXT.sub("", text)
+
+
 def _arguments(raw: object) -> str:
     if isinstance(raw, str):
         return raw
@@ -142,7 +163,7 @@ def _speaker(role: str, message: Mapping[str, Any]) -> str:
 
 
 def transcript(message: Mapping[str, Any], call_names: Mapping[str, str]) -> str:
-    """The transcript lines of one message, its text verbatim.
+    """The transcript lines of one message, its text verbatim (a user message's :func:`said_text`).
 
     ``user: <text>`` / ``assistant: <text>`` / ``assistant → tool call NAME(ARGS)`` (one line per call) /
     ``tool NAME result: <text>``; a ``name`` field shows as ``user (alice): ...``. ``call_names`` resolves a
@@ -161,4 +182,4 @@ def transcript(message: Mapping[str, Any], call_names: Mapping[str, str]) -> str
             raw_name = message.get("name")
             name = raw_name if isinstance(raw_name, str) and raw_name else "unknown"
         return f"tool {name} result: {text}"
-    return f"{_speaker(role, message)}: {text}"
+    return f"{_speaker(role, message)}: {said_text(message) if role == 'user' else text}"

@@ -28,8 +28,8 @@ from gateway.core import (
     ViewState,
     consult_schema,
     dropping_oldest,
-    message_text,
     normalize,
+    said_text,
     shelve_schema,
     shown_steps,
     shows_whole,
@@ -104,7 +104,7 @@ def _tokens_of(manifests: Mapping[str, Manifest], history: set[str]) -> int:
 
 
 def _query(tail: Sequence[Mapping[str, Any]]) -> str:
-    users = [message_text(m) for m in tail if m.get("role") == "user"]
+    users = [said_text(m) for m in tail if m.get("role") == "user"]
     return users[-1] if users else ""
 
 

@@ -21,7 +21,7 @@ from gateway.adapters.manifests import NewPage, sentences_vector_field, user_vec
 from gateway.adapters.redis_store import RedisStore, ThreadKey
 from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.config import PcpSettings
-from gateway.core import Block, Page, TokenCounter, message_text, original_page, page_id
+from gateway.core import Block, Page, TokenCounter, original_page, said_text, page_id
 from gateway.core.continuation import answer_claims
 from gateway.core.excerpt import sentences
 from gateway.core.labels import label_shapes, speakers, without_labels
@@ -87,7 +87,7 @@ class Matched:
 def matched_texts(blocks: Sequence[Block], position: int) -> Matched:
     """What the block at ``position`` of ``blocks`` (a request's conversation, in order) is matched on."""
     near = blocks[max(position - 1, 0) : position + 2]
-    shapes = label_shapes(message_text(m) for b in near for m in b.messages if m.get("role") in ("user", "assistant"))
+    shapes = label_shapes(said_text(m) for b in near for m in b.messages if m.get("role") in ("user", "assistant"))
     block = blocks[position]
     return Matched(without_labels(block.text, shapes), without_labels(block.text, shapes, roles=False),
                    without_labels(block.anchor_text, shapes))
@@ -96,8 +96,8 @@ def matched_texts(blocks: Sequence[Block], position: int) -> Matched:
 def matched_query(query: str, blocks: Sequence[Block], tail: Sequence[Mapping[str, Any]]) -> str:
     """What the live turn's ``query`` is matched on: without the line labels its messages share with the last
     exchange's (`matched_texts`)."""
-    texts = [message_text(m) for b in blocks[-1:] for m in b.messages if m.get("role") in ("user", "assistant")]
-    shapes = label_shapes([*texts, *(message_text(m) for m in tail if m.get("role") == "user")])
+    texts = [said_text(m) for b in blocks[-1:] for m in b.messages if m.get("role") in ("user", "assistant")]
+    shapes = label_shapes([*texts, *(said_text(m) for m in tail if m.get("role") == "user")])
     return without_labels(query, shapes)
 
 
@@ -106,7 +106,7 @@ def speakers_of(blocks: Sequence[Block], tail: Sequence[Mapping[str, Any]]) -> d
     a question that names a participant by their label is about their messages (`gateway.core.excerpt.participants`).
     A label opens its message's first line, which is all that is read: a pasted file is not walked line by line."""
     messages = [*(m for b in blocks[-SPEAKING:] for m in b.messages), *tail]
-    return speakers([(str(m.get("role")), message_text(m).lstrip().partition("\n")[0])
+    return speakers([(str(m.get("role")), said_text(m).lstrip().partition("\n")[0])
                      for m in messages if m.get("role") in ("user", "assistant")])
 
 
@@ -274,7 +274,7 @@ class Ingestion:
         keep = self.conversation(split.blocks, scaffold, split.saves)
         every = len(keep) == len(split.blocks)  # (the usual case: nothing left out, no walk to pick the rest)
         known = list(split.ids) if every else [split.ids[i] for i in keep]
-        asking = "\n".join(message_text(m) for m in split.tail if m.get("role") == "user")
+        asking = "\n".join(said_text(m) for m in split.tail if m.get("role") == "user")
         before = snapshot.asked if asking and snapshot.asked and snapshot.asked[0] == page_id(asking) else None
         asked_at = now if before is None else min(datetime.fromtimestamp(before[1], now.tzinfo), now)
         if not store:

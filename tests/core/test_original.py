@@ -49,6 +49,25 @@ def test_messages_the_transcript_cannot_give_back_are_kept_whole() -> None:
         assert page_messages(block.text, kept) == messages
 
 
+def test_a_clients_reminders_are_not_in_the_page_but_its_messages_come_back_whole() -> None:
+    """Claude Code writes its skills list, the user's CLAUDE.md and the date into the session's first user message, in
+    <system-reminder> parts: the page is what the user said, and the message is kept as sent."""
+    reminder = "<system-reminder>\nThe following skills are available:\n- code-review: Review the current diff\n</system-reminder>"
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": reminder}, {"type": "text", "text": "What is a closure?"}]},
+        {"role": "assistant", "content": "A function with its environment."},
+    ]
+    block = block_of(messages)
+    assert block.text == "user: What is a closure?\nassistant: A function with its environment."
+    assert block.anchor_text == "What is a closure?"
+    kept = kept_messages(block)
+    assert page_messages(block.text, kept) == messages
+    # a reminder left open, or one in an assistant's reply, is text like any other
+    for kept_as_said in ([{"role": "user", "content": "<system-reminder> is a tag I saw"}, {"role": "assistant", "content": "Ok."}],
+                         [{"role": "user", "content": "Quote it"}, {"role": "assistant", "content": reminder}]):
+        assert block_of(kept_as_said).text == "\n".join(f"{m['role']}: {m['content']}" for m in kept_as_said)
+
+
 def test_a_transcript_reads_as_plain_messages() -> None:
     assert transcript_messages("") == []
     assert transcript_messages("stray line\nuser: a\nb\nassistant: c") == [

@@ -208,6 +208,24 @@ def test_a_long_conversation_is_paged_within_the_budget(gw: GatewayProcess, upst
     assert raw.headers["x-pcp-pages"].endswith("/40")
 
 
+def test_a_clients_reminders_in_the_first_message_are_not_memory(gw: GatewayProcess, upstream: FakeUpstream, connect: Connect) -> None:
+    """Claude Code's way: its skills list in <system-reminder> parts of the session's first message, no thread header.
+    The session is one thread, and the reminders are no page's words: a question that shares words with them
+    ("code") gets the exchanges about it, not the skills list."""
+    key = f"sk-{uuid.uuid4().hex[:8]}"
+    skills = "\n".join(f"- skill-{n}: Review the current code diff for correctness bugs, level {n}." for n in range(40))
+    first: Any = {"role": "user", "content": [{"type": "text", "text": f"<system-reminder>\nSkills:\n{skills}\n</system-reminder>"},
+                                               {"type": "text", "text": f"Hello {uuid.uuid4().hex[:8]}, let us talk."}]}
+    opened = connect(key).messages.with_raw_response.create(model="fake-model", max_tokens=10, messages=[first])
+    messages: list[Any] = [first, {"role": "assistant", "content": "ok"}, *_conversation(4), {"role": "user", "content": "What was the code for tax forms?"}]
+    raw = connect(key, **{"X-PCP-Budget": "900"}).messages.with_raw_response.create(model="fake-model", max_tokens=100, messages=messages)
+    assert raw.headers["x-pcp-thread"] == opened.headers["x-pcp-thread"]  # found by what it carries
+    sent = _sent(upstream)["messages"]
+    context = sent[0]["content"]
+    assert "<PagedContext" in context and "skill-" not in context and "system-reminder" not in context
+    assert "code-002" in json.dumps(sent)  # the tax forms' answer
+
+
 def test_x_api_key_and_bearer_are_the_same_tenant(gw: GatewayProcess, upstream: FakeUpstream, connect: Connect) -> None:
     key, opener = f"sk-{uuid.uuid4().hex[:8]}", f"Hello {uuid.uuid4().hex[:8]}"
     question: list[Any] = [{"role": "user", "content": opener}]
