@@ -21,7 +21,7 @@ from gateway.adapters.manifests import NewPage, sentences_vector_field, user_vec
 from gateway.adapters.redis_store import RedisStore, ThreadKey
 from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.config import PcpSettings
-from gateway.core import Block, Page, TokenCounter, original_page, said_text, page_id
+from gateway.core import Block, Page, TokenCounter, original_page, page_id, said_text
 from gateway.core.continuation import answer_claims
 from gateway.core.excerpt import sentences
 from gateway.core.labels import label_shapes, speakers, without_labels
