@@ -21,7 +21,7 @@ from gateway.core.budget import (
 from gateway.core.errors import ContextWindowExceeded, CoreError, IllegalTransition, InvalidMessage
 from gateway.core.extract import extract_clusters, extractive_summary, lead_text
 from gateway.core.instructions import system_instructions
-from gateway.core.messages import ToolCall, message_text, said_text, tool_calls_of, transcript
+from gateway.core.messages import ToolCall, client_context, message_text, said_text, tool_calls_of, transcript
 from gateway.core.pages import Page, PageType, consolidated_page, is_page_id, original_page, page_id, utc
 from gateway.core.render import (
     LineHolds,
@@ -96,6 +96,7 @@ __all__ = [
     "line_holds",
     "map_text",
     "summary_fits_line",
+    "client_context",
     "consolidated_page",
     "consult",
     "consult_schema",

@@ -25,6 +25,7 @@ __all__ = [
     "KNOWN_ROLES",
     "SYSTEM_ROLES",
     "ToolCall",
+    "client_context",
     "content_text",
     "message_role",
     "message_text",
@@ -119,6 +120,15 @@ def said_text(message: Mapping[str, Any]) -> str:
     if message.get("role") != "user" or _CLIENT_OPENING not in text:
         return text
     return CLIENT_CONTEXT.sub("", text)
+
+
+def client_context(message: Mapping[str, Any]) -> str:
+    """The context a client wrote into a user message (:data:`CLIENT_CONTEXT`), its parts as sent, one after the
+    other; empty when there is none."""
+    text = message_text(message)
+    if message.get("role") != "user" or _CLIENT_OPENING not in text:
+        return ""
+    return "\n".join(found.group().rstrip() for found in CLIENT_CONTEXT.finditer(text))
 
 
 def _arguments(raw: object) -> str:

@@ -26,6 +26,7 @@ from gateway.core import (
     TokenCounter,
     View,
     ViewState,
+    client_context,
     consult_schema,
     dropping_oldest,
     normalize,
@@ -101,6 +102,12 @@ def zoom_names(client_tools: Sequence[Any]) -> ZoomNames:
 
 def _tokens_of(manifests: Mapping[str, Manifest], history: set[str]) -> int:
     return sum(m.page.tokens for i, m in manifests.items() if i in history)
+
+
+def _opening_context(blocks: Sequence[Block]) -> str:
+    """What the client wrote into the first user message of the conversation (``blocks``) as its context."""
+    first = next((m for m in blocks[0].messages if m.get("role") == "user"), None) if blocks else None
+    return client_context(first) if first is not None else ""
 
 
 def _query(tail: Sequence[Mapping[str, Any]]) -> str:
@@ -200,13 +207,19 @@ class ContextBuilder:
         # (aider's, with two modules added, ~4,600 tokens of a 4,000 budget); the budget cannot be kept then, and
         # without that share no earlier exchange would reach the model at all. The request is then over budget by its
         # client's parts, and the history (with the instructions that explain it) adds at most that share.
-        client = REPLY_PRIMING + tokens.total([*split.system, *scaffolding, *split.tail])  # the client's own parts
+        # The context a client wrote into the conversation's first message (Claude Code's agents and skills lists, the
+        # user's CLAUDE.md) is the session's: once that exchange is paged it stays, after the client's system prompt.
+        opening = _opening_context(blocks)
+        system = (*split.system, {"role": "system", "content": opening}) if opening else split.system
+        client = REPLY_PRIMING + tokens.total([*system, *scaffolding, *split.tail])  # the client's own parts
         ceiling = max(budget, client + int(self._settings.history_floor * budget))  # what the request may fill up to
         instructions = self._instructions.get(counter.encoding_name)
         if instructions is None:
             instructions = self._instructions[counter.encoding_name] = counter.count(system_instructions())
         own = client + instructions + SKELETON_TOKENS + counter.count(shown_query(query))
         cut = self._verbatim_from(blocks, budget, ceiling, tokens, own, follows)
+        if cut == 0:  # the first exchange is sent as it is, its context with it
+            system = split.system
         recent_ids = frozenset(ids[cut:])
         pool = [i for i in dict.fromkeys(ids[:cut]) if i not in recent_ids]
         # (a page an earlier request stored of a block this history has grown is of this history too: Split.earlier)
@@ -224,7 +237,7 @@ class ContextBuilder:
         live: list[Mapping[str, Any]] = [m for i in verbatim for m in split.blocks[i].messages] + list(split.tail)
         live_tokens = tokens.total(live)
         rendering = Rendering(
-            now=now, query=query, steps=steps, names=names, system=split.system, live=live, live_tokens=live_tokens,
+            now=now, query=query, steps=steps, names=names, system=system, live=live, live_tokens=live_tokens,
             flow=flow, pages=pages, state=state, counter=counter,
         )  # fmt: skip
         fixed = rendering.counted(rendering.compose(None))
@@ -264,7 +277,7 @@ class ContextBuilder:
         # container is in Summary for the zoom whatever it was shown as: consulting it opens its container.
         shown_state = {k: v for k, v in wanted.items() if k not in flow.roots} | dict(fit.views)
         history_tokens = kept(snapshot, "history_tokens", tree, lambda: _tokens_of(manifests, set(ids))) + (
-            REPLY_PRIMING + tokens.total(split.system) + live_tokens
+            REPLY_PRIMING + tokens.total(system) + live_tokens
         )
         return PagedContext(
             thread=thread,

@@ -89,7 +89,11 @@ def test_claude_code_turns_a_tool_round_and_a_continued_session_are_one_thread_a
 
     requests = [r.body for r in upstream.chat_requests if r.body]
     assert len(requests) == len(TURNS) + 1  # one request per turn, and one more with the call's result: no side request
-    assert len({client_system(body) for body in requests}) == 1  # the system prompt, verbatim, every time
+    prompt, first = client_system(requests[0]), requests[0]["messages"][1]["content"]
+    assert all(client_system(body).startswith(prompt) for body in requests)  # the system prompt, verbatim, every time
+    # once the first exchange is paged, the context Claude Code wrote into it (its agents and skills lists) follows
+    reminders = "\n".join(re.findall(r"<system-reminder>.*?</system-reminder>", first, re.DOTALL))
+    assert reminders and client_system(requests[-1]) == f"{prompt.rstrip()}\n\n{reminders}\n\n"
     tools = [{t["function"]["name"] for t in body["tools"]} for body in requests]
     assert all({"Bash", "Read"} <= names and {"pcp_consult", "pcp_shelve"} <= names for names in tools)
     after_call = requests[2]["messages"]

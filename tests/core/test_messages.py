@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.core.errors import InvalidMessage
-from gateway.core.messages import ToolCall, content_text, message_role, message_text, tool_calls_of, transcript
+from gateway.core.messages import ToolCall, client_context, content_text, message_role, message_text, said_text, tool_calls_of, transcript
 
 
 def test_content_text_handles_every_shape() -> None:
@@ -89,3 +89,13 @@ def test_transcript_lines() -> None:
     assert transcript({"role": "tool", "tool_call_id": "c1", "content": "found"}, names) == "tool search result: found"
     assert transcript({"role": "tool", "tool_call_id": "zz", "content": "x", "name": "calc"}, names) == "tool calc result: x"
     assert transcript({"role": "function", "name": "", "content": "x"}, names) == "tool unknown result: x"
+
+
+def test_a_clients_context_in_a_user_message_is_apart_from_what_the_user_said() -> None:
+    skills = "<system-reminder>\nSkills:\n- code-review: Review the diff\n</system-reminder>"
+    date = "<system-reminder>Today is 2026-11-28.</system-reminder>"
+    asked = {"role": "user", "content": [{"type": "text", "text": skills}, {"type": "text", "text": date}, {"type": "text", "text": "Hi there"}]}
+    assert said_text(asked) == "Hi there"
+    assert client_context(asked) == f"{skills}\n{date}"
+    for plain in ({"role": "user", "content": "Hi"}, {"role": "assistant", "content": date}, {"role": "user", "content": "<system-reminder> unclosed"}):
+        assert said_text(plain) == message_text(plain) and client_context(plain) == ""

@@ -211,9 +211,10 @@ def test_a_long_conversation_is_paged_within_the_budget(gw: GatewayProcess, upst
 def test_a_clients_reminders_in_the_first_message_are_not_memory(gw: GatewayProcess, upstream: FakeUpstream, connect: Connect) -> None:
     """Claude Code's way: its skills list in <system-reminder> parts of the session's first message, no thread header.
     The session is one thread, and the reminders are no page's words: a question that shares words with them
-    ("code") gets the exchanges about it, not the skills list."""
+    ("code") gets the exchanges about it, not the skills list. Once that first exchange is paged, its reminders stay
+    in the request, after the client's system prompt, as sent."""
     key = f"sk-{uuid.uuid4().hex[:8]}"
-    skills = "\n".join(f"- skill-{n}: Review the current code diff for correctness bugs, level {n}." for n in range(40))
+    skills = "\n".join(f"- skill-{n}: Review the current code diff for correctness bugs, level {n}." for n in range(12))
     first: Any = {"role": "user", "content": [{"type": "text", "text": f"<system-reminder>\nSkills:\n{skills}\n</system-reminder>"},
                                                {"type": "text", "text": f"Hello {uuid.uuid4().hex[:8]}, let us talk."}]}
     opened = connect(key).messages.with_raw_response.create(model="fake-model", max_tokens=10, messages=[first])
@@ -221,8 +222,10 @@ def test_a_clients_reminders_in_the_first_message_are_not_memory(gw: GatewayProc
     raw = connect(key, **{"X-PCP-Budget": "900"}).messages.with_raw_response.create(model="fake-model", max_tokens=100, messages=messages)
     assert raw.headers["x-pcp-thread"] == opened.headers["x-pcp-thread"]  # found by what it carries
     sent = _sent(upstream)["messages"]
-    context = sent[0]["content"]
-    assert "<PagedContext" in context and "skill-" not in context and "system-reminder" not in context
+    client, _, context = sent[0]["content"].partition("<PagedContext")
+    assert context and "skill-" not in context and "system-reminder" not in context
+    assert client.strip() == first["content"][0]["text"]  # the session's context, as sent, once
+    assert "Hello" not in json.dumps(sent[1:])  # (the first exchange is paged)
     assert "code-002" in json.dumps(sent)  # the tax forms' answer
 
 
