@@ -40,8 +40,9 @@ KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "fu
 # What a client writes into its user's messages for the model, not the user's words: Claude Code's <system-reminder>
 # parts (its agents and skills lists, the user's CLAUDE.md and the date in a session's first message; notes on files
 # opened or changed, a todo list, in later ones). Stored as said, its words would match questions they have nothing to
-# do with ("the code word" matches "code-review: Review the current diff…") and fill the excerpt of that page.
-CLIENT_CONTEXT = re.compile(r"<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
+# do with ("the code word" matches "code-review: Review the current diff…") and fill the excerpt of that page. A part
+# is whole lines, as the client writes it: the tag quoted inside a line (a pasted source file) is text like any other.
+CLIENT_CONTEXT = re.compile(r"^<system-reminder>.*?</system-reminder>[ \t]*$\s*", re.DOTALL | re.MULTILINE)
 _CLIENT_OPENING = "<system-reminder>"
 
 _PLACEHOLDERS = {

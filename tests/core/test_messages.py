@@ -97,5 +97,6 @@ def test_a_clients_context_in_a_user_message_is_apart_from_what_the_user_said() 
     asked = {"role": "user", "content": [{"type": "text", "text": skills}, {"type": "text", "text": date}, {"type": "text", "text": "Hi there"}]}
     assert said_text(asked) == "Hi there"
     assert client_context(asked) == f"{skills}\n{date}"
-    for plain in ({"role": "user", "content": "Hi"}, {"role": "assistant", "content": date}, {"role": "user", "content": "<system-reminder> unclosed"}):
+    quoted = {"role": "user", "content": 'Why does re.compile(r"<system-reminder>.*?</system-reminder>") fail?'}
+    for plain in ({"role": "user", "content": "Hi"}, {"role": "assistant", "content": date}, {"role": "user", "content": "<system-reminder> unclosed"}, quoted):
         assert said_text(plain) == message_text(plain) and client_context(plain) == ""
