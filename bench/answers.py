@@ -167,6 +167,7 @@ class Runner:
     timeout: float
     client: Any = None
     results: list[Result] = field(default_factory=list)
+    save: Path | None = None  # each answer is added to it as it comes: a run stopped halfway keeps what it asked
 
     def chat(self, url: str, model: str, messages: list[dict[str, str]], headers: Mapping[str, str] | None = None) -> Reply:
         body = {"model": model, "messages": messages,
@@ -186,6 +187,9 @@ class Runner:
         res = Result(way, item, reply.text, reply.prompt_tokens, time.perf_counter() - t0, reply.rounds, reply.error,
                      reply.consults, standing)
         self.results.append(res)
+        if self.save is not None:
+            with self.save.open("a", encoding="utf-8") as out:
+                out.write(json.dumps(res.saved(), ensure_ascii=False) + "\n")
         log(f"  {way:>12} {item.key}: exact {res.exact:.0f} F1 {res.f1:.2f} {reply.prompt_tokens} tok "
             f"{res.seconds:.0f}s {reply.rounds}r {reply.consults}c {standing + ' ' if standing else ''}"
             f"{reply.error or repr(reply.text[:80])}")
@@ -486,7 +490,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     replay_seconds = 0.0
     with ExitStack() as stack:
         llama = stack.enter_context(llama_server(args.llama_url, args.threads, args.ctx))
-        runner = Runner(llama, args.ctx, args.timeout, stack.enter_context(httpx.Client()))
+        if args.save:
+            args.save.write_text("", encoding="utf-8")
+        runner = Runner(llama, args.ctx, args.timeout, stack.enter_context(httpx.Client()), save=args.save)
         gateway = GatewayWay(stack, llama) if "gateway" in ways else None
         # grouped by thread (a shape's conversation), and within one by way: llama-server has one slot, so a
         # conversation's full history stays in its prompt cache only while its full-history questions follow one
@@ -526,7 +532,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = runner.results
     minutes = (time.perf_counter() - started) / 60
     if args.save:
-        args.save.write_text("".join(json.dumps(r.saved(), ensure_ascii=False) + "\n" for r in results), encoding="utf-8")
         log(f"saved {len(results)} answers to {args.save}")
     if args.against:
         path, _, label = args.against.partition(":")
