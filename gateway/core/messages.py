@@ -181,7 +181,7 @@ def transcript(message: Mapping[str, Any], call_names: Mapping[str, str]) -> str
     tool message's ``tool_call_id`` to the function name.
     """
     role = str(message.get("role"))
-    text = message_text(message)
+    text = said_text(message)  # (the message's text, but for a user message's client context)
     if role == "assistant":
         lines = [f"{_speaker(role, message)}: {text}"] if text else []
         lines.extend(f"assistant → tool call {call.name}({call.arguments})" for call in tool_calls_of(message))
@@ -193,4 +193,4 @@ def transcript(message: Mapping[str, Any], call_names: Mapping[str, str]) -> str
             raw_name = message.get("name")
             name = raw_name if isinstance(raw_name, str) and raw_name else "unknown"
         return f"tool {name} result: {text}"
-    return f"{_speaker(role, message)}: {said_text(message) if role == 'user' else text}"
+    return f"{_speaker(role, message)}: {text}"
