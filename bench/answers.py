@@ -19,7 +19,10 @@ Ways, each answering the same user message (the question and "Answer in a few wo
   then the question is asked of the real model with ``X-PCP-Budget: B``, Consult rounds and all (the rounds and
   Consult calls are read from ``x-pcp-rounds`` and ``x-pcp-consults``);
 * ``bm25-B``: the BM25 chunks of ``bench/baselines.py`` that fit B with the question, in conversation order, each
-  chunk a user message opened by its session's date, then the question.
+  chunk a user message opened by its session's date, then the question. The chunks are made of what the client
+  sends (``as_sent``: ``user: …`` / ``assistant: …`` lines, names only where the messages carry them): with the
+  dataset's names (``Gina: …``), which neither the gateway nor the full history is given on LoCoMo and its
+  messaging variant, BM25 alone would be told who said what.
 
 Scores (`bench.answer_scoring`): the judge-free exact-answer score (dates as dates at the gold's grain, numbers as
 numbers, lists as sets), token F1, and whether every gold word appears; each way against the gateway question by
@@ -510,7 +513,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 else:
                     t0 = time.perf_counter()
                     runner.record("full", it, runner.chat(llama + "/v1", ALIAS, messages), t0)
-            base = Baselines(conv) if "bm25" in ways else None
+            base = Baselines(conv, as_sent=True) if "bm25" in ways else None
             for budget in budgets:
                 if gateway is not None:
                     for it in group:

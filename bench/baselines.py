@@ -8,7 +8,9 @@ the same budget B and the same rule:
 * recent turns: the most recent messages (as user/assistant messages) that fit with the question;
 * BM25 chunks: chunks of consecutive messages of one session, closed once they exceed ~256 tokens, ranked by BM25
   (k1=1.5, b=0.75) against the question and added in rank order while they fit (one user message per chunk,
-  ``Speaker: text`` lines);
+  ``Speaker: text`` lines, the dataset's names, as the reference points were made; ``as_sent``: ``role: text``
+  lines, what a client that sends no names gives a gateway — a message that carries its names in its lines keeps
+  them either way);
 * BM25 chunks ≤256: the same, but a message joins a chunk only while the chunk stays within 256 tokens (a longer
   message is a chunk of its own).
 
@@ -148,17 +150,19 @@ class Chunk:
     text_tokens: int  # the text alone (the reference's definition)
 
 
-def chunk_text(turns: Sequence[Turn]) -> str:
-    """The turns as ``Speaker: text`` lines (a message already written so, names in its lines, as it is)."""
-    return "\n".join(t.text if t.text.startswith(f"{t.speaker}: ") else f"{t.speaker}: {t.text}" for t in turns)
+def chunk_text(turns: Sequence[Turn], as_sent: bool = False) -> str:
+    """The turns as ``Speaker: text`` lines, or with ``as_sent`` as ``role: text`` lines (the labels the gateway's
+    page transcript writes); a message already written with its names in its lines stays as it is."""
+    return "\n".join(t.text if t.text.startswith(f"{t.speaker}: ") else f"{t.role if as_sent else t.speaker}: {t.text}"
+                     for t in turns)
 
 
-def build_chunk(turns: list[Turn]) -> Chunk:
-    text = chunk_text(turns)
+def build_chunk(turns: list[Turn], as_sent: bool = False) -> Chunk:
+    text = chunk_text(turns, as_sent)
     return Chunk(list(turns), text, COUNTER.count_message({"role": "user", "content": text}), COUNTER.count(text))
 
 
-def make_chunks(conv: Conversation, within: bool = False) -> list[Chunk]:
+def make_chunks(conv: Conversation, within: bool = False, as_sent: bool = False) -> list[Chunk]:
     """Chunks of consecutive messages of one session. By default a chunk is closed once it exceeds CHUNK_TOKENS
     (the reference's LoCoMo baseline); with `within`, a message joins a chunk only while it stays within
     CHUNK_TOKENS and a longer message is a chunk of its own — which matters when short questions sit between long
@@ -167,27 +171,28 @@ def make_chunks(conv: Conversation, within: bool = False) -> list[Chunk]:
     for _, turns in conv.sessions:
         current: list[Turn] = []
         for turn in turns:
-            if within and current and COUNTER.count(chunk_text([*current, turn])) > CHUNK_TOKENS:
-                chunks.append(build_chunk(current))
+            if within and current and COUNTER.count(chunk_text([*current, turn], as_sent)) > CHUNK_TOKENS:
+                chunks.append(build_chunk(current, as_sent))
                 current = []
             current.append(turn)
-            if not within and COUNTER.count(chunk_text(current)) > CHUNK_TOKENS:
-                chunks.append(build_chunk(current))
+            if not within and COUNTER.count(chunk_text(current, as_sent)) > CHUNK_TOKENS:
+                chunks.append(build_chunk(current, as_sent))
                 current = []
         if current:
-            chunks.append(build_chunk(current))
+            chunks.append(build_chunk(current, as_sent))
     return chunks
 
 
 class Baselines:
-    """Both baselines for one conversation; `history_only` = the reference's B (history text tokens only)."""
+    """Both baselines for one conversation; `history_only` = the reference's B (history text tokens only);
+    `as_sent`: the chunks' lines labelled by role, not by the dataset's names (see :func:`chunk_text`)."""
 
-    def __init__(self, conv: Conversation, tokens: Callable[[str], list[str]] | None = None) -> None:
+    def __init__(self, conv: Conversation, tokens: Callable[[str], list[str]] | None = None, as_sent: bool = False) -> None:
         self.conv = conv
         self.turns = conv.turns
         self.turn_msg_tokens = [COUNTER.count_message({"role": t.role, "content": t.text}) for t in self.turns]
         self.turn_text_tokens = [COUNTER.count(t.text) for t in self.turns]
-        self.chunk_sets = {False: make_chunks(conv), True: make_chunks(conv, within=True)}
+        self.chunk_sets = {False: make_chunks(conv, as_sent=as_sent), True: make_chunks(conv, within=True, as_sent=as_sent)}
         self.bm25 = {k: BM25([c.text for c in chunks], tokens=tokens or words) for k, chunks in self.chunk_sets.items()}
 
     def raw_tokens(self, q: Question) -> int:

@@ -123,3 +123,15 @@ def test_a_saved_run_is_reported_without_asking_anything(tmp_path: Path, capsys:
     text = doc.read_text(encoding="utf-8")
     assert "| gateway-2000 | 3/3 | 1.000 |" in text and "| gateway-2000 vs bm25-2000 | 3 | +1.000 [" in text
     assert "| gateway-2000 | shown | 3 | 1.000 | 0 | 0 |" in text and "the report of a saved run" in text
+
+
+def test_bm25_chunks_as_sent_are_labelled_as_the_client_sends_them() -> None:
+    """The answer benchmark's BM25 chunks hold no name the gateway is not given: a LoCoMo message (its name in the
+    dataset, not in its text) is labelled by its role; a message written with its names keeps them."""
+    from bench.baselines import chunk_text
+    from bench.datasets import Turn
+
+    plain = Turn("D1:1", "Gina", "user", "I opened my store today.", 0, 0)
+    named = Turn("D1:2", "Jon", "assistant", "Jon: Congrats!", 0, 1)
+    assert chunk_text([plain, named]) == "Gina: I opened my store today.\nJon: Congrats!"
+    assert chunk_text([plain, named], as_sent=True) == "user: I opened my store today.\nJon: Congrats!"
