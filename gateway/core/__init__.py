@@ -21,7 +21,7 @@ from gateway.core.budget import (
 from gateway.core.errors import ContextWindowExceeded, CoreError, IllegalTransition, InvalidMessage
 from gateway.core.extract import extract_clusters, extractive_summary, lead_text
 from gateway.core.instructions import system_instructions
-from gateway.core.messages import ToolCall, client_context, message_text, said_text, tool_calls_of, transcript
+from gateway.core.messages import ToolCall, client_context, message_text, said_text, tool_calls_of, transcript, users_said
 from gateway.core.pages import Page, PageType, consolidated_page, is_page_id, original_page, page_id, utc
 from gateway.core.render import (
     LineHolds,
@@ -130,6 +130,7 @@ __all__ = [
     "system_instructions",
     "tool_calls_of",
     "transcript",
+    "users_said",
     "utc",
     "view_of",
     "visible_ids",

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.core.blocks import Block
-from gateway.core.messages import said_text, tool_calls_of
+from gateway.core.messages import tool_calls_of, users_said
 from gateway.core.pages import page_id
 
 __all__ = ["AMBIGUOUS", "LOOKUP_BLOCKS", "Evidence", "answer_claims", "continued", "evidence", "opening", "page_claim", "recent_exchanges"]
@@ -119,4 +119,4 @@ def opening(blocks: Sequence[Block], tail: Sequence[Mapping[str, Any]], scaffold
     first = next((b for i, b in enumerate(blocks) if i not in scaffold), None)
     if first is not None:
         return first.anchor_text
-    return "\n".join(said_text(m) for m in tail if m.get("role") == "user")
+    return users_said(tail)

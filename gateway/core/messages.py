@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,7 @@ __all__ = [
     "said_text",
     "tool_calls_of",
     "transcript",
+    "users_said",
 ]
 
 SYSTEM_ROLES = frozenset({"system", "developer"})
@@ -114,22 +115,30 @@ def message_text(message: Mapping[str, Any]) -> str:
     return text
 
 
+def _text_with_context(message: Mapping[str, Any]) -> tuple[str, bool]:
+    """:func:`message_text`, and whether it may hold a client's context (a user message with the opening tag)."""
+    text = message_text(message)
+    return text, message.get("role") == "user" and _CLIENT_OPENING in text
+
+
 def said_text(message: Mapping[str, Any]) -> str:
     """:func:`message_text`, without the context a client wrote into a user message (:data:`CLIENT_CONTEXT`): the
     user's own words, what a page stores and a question is matched on."""
-    text = message_text(message)
-    if message.get("role") != "user" or _CLIENT_OPENING not in text:
-        return text
-    return CLIENT_CONTEXT.sub("", text)
+    text, written = _text_with_context(message)
+    return CLIENT_CONTEXT.sub("", text) if written else text
+
+
+def users_said(messages: Iterable[Mapping[str, Any]]) -> str:
+    """What the user messages among ``messages`` say (:func:`said_text`), newline-joined: a live turn's words, which
+    its query, its thread's finding and its stored time all read alike."""
+    return "\n".join(said_text(m) for m in messages if m.get("role") == "user")
 
 
 def client_context(message: Mapping[str, Any]) -> str:
     """The context a client wrote into a user message (:data:`CLIENT_CONTEXT`), its parts as sent, one after the
     other; empty when there is none."""
-    text = message_text(message)
-    if message.get("role") != "user" or _CLIENT_OPENING not in text:
-        return ""
-    return "\n".join(found.group().rstrip() for found in CLIENT_CONTEXT.finditer(text))
+    text, written = _text_with_context(message)
+    return "\n".join(found.group().rstrip() for found in CLIENT_CONTEXT.finditer(text)) if written else ""
 
 
 def _arguments(raw: object) -> str:

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.core.blocks import Block
-from gateway.core.messages import said_text, tool_calls_of
+from gateway.core.messages import tool_calls_of, users_said
 
 __all__ = ["Decision", "Layout", "compile_pins", "decide", "head_of", "is_plain_exchange", "scaffolding_blocks"]
 
@@ -175,7 +175,7 @@ def decide(
     """The scaffolding among ``blocks`` (whose page ids are ``ids``; ``tail`` is the request's live turn), given
     the thread's ``previous`` layout (``None`` for its first request): the structural rule of the module
     docstring, with the config's markers on top."""
-    live = head_of("\n".join(said_text(m) for m in tail if m.get("role") == "user"))
+    live = head_of(users_said(tail))
     hints = _digest(json.dumps([[p.pattern for p in pins], [p.pattern for p in preamble]]))
     if not blocks:
         return Decision(frozenset(), None if previous is not None else Layout((), (), "", live, hints))

@@ -14,14 +14,14 @@ import functools
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import tiktoken
 
 from gateway.core.lru import Lru
 from gateway.core.messages import message_text, tool_calls_of
 
-__all__ = ["DEFAULT_ENCODING", "MESSAGE_OVERHEAD", "OFFLINE_ENCODINGS", "REPLY_PRIMING", "KeptCounts", "TokenCounter", "encoding_for_model"]
+__all__ = ["DEFAULT_ENCODING", "MESSAGE_OVERHEAD", "OFFLINE_ENCODINGS", "REPLY_PRIMING", "KeptCounts", "PerTokenizer", "TokenCounter", "encoding_for_model"]
 
 DEFAULT_ENCODING = "cl100k_base"
 # The encodings whose files litellm ships (o200k_harmony reuses the o200k_base file).
@@ -99,3 +99,20 @@ class KeptCounts:
             n = self._counter.count(text)
             self._counts.put(key, n)
         return n
+
+
+_T = TypeVar("_T")
+
+
+class PerTokenizer(Generic[_T]):
+    """A value made once per tokenizer (by its encoding name), on first use: what a count a process keeps depends on."""
+
+    def __init__(self, make: Callable[[TokenCounter], _T]) -> None:
+        self._make = make
+        self._values: dict[str, _T] = {}
+
+    def of(self, counter: TokenCounter) -> _T:
+        value = self._values.get(counter.encoding_name)
+        if value is None:
+            value = self._values[counter.encoding_name] = self._make(counter)
+        return value

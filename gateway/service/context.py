@@ -39,7 +39,7 @@ from gateway.core import (
 )
 from gateway.core.instructions import InstructionCosts, instruction_costs
 from gateway.core.rounds import Room, ZoomNames
-from gateway.core.tokens import REPLY_PRIMING, KeptCounts
+from gateway.core.tokens import REPLY_PRIMING, KeptCounts, PerTokenizer
 from gateway.core.worth import BACKGROUND_OVERHEAD
 from gateway.service.candidate_pool import fits_whole
 from gateway.service.ingest import History, Ingestion, matched_query, speakers_of
@@ -163,8 +163,8 @@ class ContextBuilder:
         self._views = ViewChoice(store, router, settings, self._excerpts)
         # what the instructions' lines cost, per tokenizer, tool names and trace: the same few on every request
         self._explained: dict[tuple[str, str, str, bool], InstructionCosts] = {}
-        self._instructions: dict[str, int] = {}  # the whole instructions, per tokenizer (the skeleton's estimate)
-        self._sent: dict[str, KeptCounts] = {}  # per tokenizer
+        self._instructions = PerTokenizer(lambda counter: counter.count(system_instructions()))  # the skeleton's estimate
+        self._sent = PerTokenizer(lambda counter: KeptCounts(counter, MESSAGE_TEXTS))
 
     async def build(
         self,
@@ -179,10 +179,7 @@ class ContextBuilder:
     ) -> PagedContext:
         """The first round's context; with ``store=False`` the thread is only read (a preview: no page is stored)."""
         counter = self._counter_for(model)
-        sent = self._sent.get(counter.encoding_name)
-        if sent is None:
-            sent = self._sent[counter.encoding_name] = KeptCounts(counter, MESSAGE_TEXTS)
-        tokens = _MessageTokens(counter, sent)  # the request's own messages, counted once however often they are sent
+        tokens = _MessageTokens(counter, self._sent.of(counter))  # the request's own messages, counted once however often they are sent
 
         raw_tokens: int | None = None  # the client's request as the budget counts it, when the form weighs it
 
@@ -213,10 +210,7 @@ class ContextBuilder:
         system = (*split.system, {"role": "system", "content": opening}) if opening else split.system
         client = REPLY_PRIMING + tokens.total([*system, *scaffolding, *split.tail])  # the client's own parts
         ceiling = max(budget, client + int(self._settings.history_floor * budget))  # what the request may fill up to
-        instructions = self._instructions.get(counter.encoding_name)
-        if instructions is None:
-            instructions = self._instructions[counter.encoding_name] = counter.count(system_instructions())
-        own = client + instructions + SKELETON_TOKENS + counter.count(shown_query(query))
+        own = client + self._instructions.of(counter) + SKELETON_TOKENS + counter.count(shown_query(query))
         cut = self._verbatim_from(blocks, budget, ceiling, tokens, own, follows)
         if cut == 0:  # the first exchange is sent as it is, its context with it
             system = split.system

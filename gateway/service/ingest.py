@@ -21,7 +21,7 @@ from gateway.adapters.manifests import NewPage, sentences_vector_field, user_vec
 from gateway.adapters.redis_store import RedisStore, ThreadKey
 from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.config import PcpSettings
-from gateway.core import Block, Page, TokenCounter, original_page, page_id, said_text
+from gateway.core import Block, Page, TokenCounter, original_page, page_id, said_text, users_said
 from gateway.core.continuation import answer_claims
 from gateway.core.excerpt import sentences
 from gateway.core.labels import label_shapes, speakers, without_labels
@@ -274,7 +274,7 @@ class Ingestion:
         keep = self.conversation(split.blocks, scaffold, split.saves)
         every = len(keep) == len(split.blocks)  # (the usual case: nothing left out, no walk to pick the rest)
         known = list(split.ids) if every else [split.ids[i] for i in keep]
-        asking = "\n".join(said_text(m) for m in split.tail if m.get("role") == "user")
+        asking = users_said(split.tail)
         before = snapshot.asked if asking and snapshot.asked and snapshot.asked[0] == page_id(asking) else None
         asked_at = now if before is None else min(datetime.fromtimestamp(before[1], now.tzinfo), now)
         if not store:

@@ -16,7 +16,7 @@ from gateway.adapters.store_keys import ThreadKey
 from gateway.core import Page, TokenCounter, background_line, excerpt_entry, map_text
 from gateway.core.excerpt import ExcerptOption, Unit, excerpt_options, leading_options, line_coverage, speaking_share, units_of, whole_page
 from gateway.core.lru import Lru
-from gateway.core.tokens import KeptCounts
+from gateway.core.tokens import KeptCounts, PerTokenizer
 from gateway.core.worth import share_of
 
 __all__ = ["Offer", "PageExcerpts"]
@@ -36,7 +36,7 @@ class PageExcerpts:
         # per page and tokenizer: its units (content never changes), and its background line with the summary it
         # was made from
         self._pages: Lru[tuple[str, str, str], tuple[tuple[Unit, ...], str, str]] = Lru(capacity)
-        self._counts: dict[str, KeptCounts] = {}
+        self._counts = PerTokenizer(lambda counter: KeptCounts(counter, EXCERPT_COUNTS))
 
     def _units(self, thread: ThreadKey, page: Page, counter: TokenCounter) -> tuple[tuple[Unit, ...], str]:
         key = (counter.encoding_name, thread.scope, page.id)
@@ -85,10 +85,7 @@ class PageExcerpts:
 
     def _count(self, counter: TokenCounter) -> Callable[[str], int]:
         """``counter.count`` of texts that recur, kept per tokenizer (`gateway.core.tokens.KeptCounts`)."""
-        kept = self._counts.get(counter.encoding_name)
-        if kept is None:
-            kept = self._counts[counter.encoding_name] = KeptCounts(counter, EXCERPT_COUNTS)
-        return kept.count
+        return self._counts.of(counter).count
 
     @staticmethod
     def _entries(page: Page, options: tuple[ExcerptOption, ...], count: Callable[[str], int]) -> tuple[ExcerptOption, ...]:

@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 
 from gateway.core.errors import InvalidMessage
-from gateway.core.messages import ToolCall, client_context, content_text, message_role, message_text, said_text, tool_calls_of, transcript
+from gateway.core.messages import (ToolCall, client_context, content_text, message_role, message_text, said_text, tool_calls_of, transcript,
+                                   users_said)
 
 
 def test_content_text_handles_every_shape() -> None:
@@ -100,3 +101,13 @@ def test_a_clients_context_in_a_user_message_is_apart_from_what_the_user_said() 
     quoted = {"role": "user", "content": 'Why does re.compile(r"<system-reminder>.*?</system-reminder>") fail?'}
     for plain in ({"role": "user", "content": "Hi"}, {"role": "assistant", "content": date}, {"role": "user", "content": "<system-reminder> unclosed"}, quoted):
         assert said_text(plain) == message_text(plain) and client_context(plain) == ""
+
+
+def test_users_said_is_every_user_message_s_own_words_joined() -> None:
+    live = [
+        {"role": "user", "content": "<system-reminder>\nskills: code review\n</system-reminder>\nWhere is the tax form?"},
+        {"role": "assistant", "content": "Which year?"},
+        {"role": "user", "content": [{"type": "text", "text": "2024"}]},
+    ]
+    assert users_said(live) == "Where is the tax form?\n2024"
+    assert users_said([{"role": "assistant", "content": "hello"}]) == ""

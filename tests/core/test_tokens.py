@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.tokens import DEFAULT_ENCODING, MESSAGE_OVERHEAD, REPLY_PRIMING, TokenCounter, encoding_for_model
+from gateway.core.tokens import DEFAULT_ENCODING, MESSAGE_OVERHEAD, REPLY_PRIMING, PerTokenizer, TokenCounter, encoding_for_model
 
 
 @pytest.mark.parametrize(
@@ -36,3 +36,16 @@ def test_count_messages() -> None:
     call = {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{}"}}]}
     assert counter.count_message(call) > MESSAGE_OVERHEAD + 1
     assert counter.count_messages([message, call]) == REPLY_PRIMING + counter.count_message(message) + counter.count_message(call)
+
+
+def test_a_per_tokenizer_value_is_made_once_per_encoding() -> None:
+    made: list[str] = []
+
+    def make(counter: TokenCounter) -> str:
+        made.append(counter.encoding_name)
+        return counter.encoding_name
+
+    held = PerTokenizer(make)
+    cl100k, o200k = TokenCounter("cl100k_base"), TokenCounter("o200k_base")
+    assert [held.of(cl100k), held.of(o200k), held.of(TokenCounter("cl100k_base"))] == ["cl100k_base", "o200k_base", "cl100k_base"]
+    assert made == ["cl100k_base", "o200k_base"]
