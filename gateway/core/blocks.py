@@ -127,7 +127,7 @@ class Segmentation:
 
 
 def _build_block(items: Sequence[tuple[int, Mapping[str, Any], str]]) -> Block:
-    user_texts = [said_text(m) for _, m, _ in items if m.get("role") == "user"]
+    user_texts = [text for text in (said_text(m) for _, m, _ in items if m.get("role") == "user") if text]
     assistant = [m for _, m, _ in items if m.get("role") == "assistant"]
     final: list[Mapping[str, Any]] = []
     for _, message, _ in reversed(items):
@@ -140,10 +140,10 @@ def _build_block(items: Sequence[tuple[int, Mapping[str, Any], str]]) -> Block:
         messages=tuple(m for _, m, _ in items),
         indexes=tuple(i for i, _, _ in items),
         anchor_text="\n".join(user_texts),
-        text="\n".join(lines),
+        text="\n".join(line for line in lines if line),  # (a message of the client's context alone has none)
         reply_text="\n".join(text for text in (message_text(m) for m in final) if text),
         tool_names=tuple(call.name for m in assistant for call in tool_calls_of(m)),
-        earlier_texts=tuple("\n".join(lines[:i]) for i in range(1, len(items)) if replies[i - 1] and replies[i]),
+        earlier_texts=tuple("\n".join(line for line in lines[:i] if line) for i in range(1, len(items)) if replies[i - 1] and replies[i]),
     )
 
 

@@ -40,11 +40,22 @@ KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "fu
 
 # What a client writes into its user's messages for the model, not the user's words: Claude Code's <system-reminder>
 # parts (its agents and skills lists, the user's CLAUDE.md and the date in a session's first message; notes on files
-# opened or changed, a todo list, in later ones). Stored as said, its words would match questions they have nothing to
-# do with ("the code word" matches "code-review: Review the current diff…") and fill the excerpt of that page. A part
-# is whole lines, as the client writes it: the tag quoted inside a line (a pasted source file) is text like any other.
-CLIENT_CONTEXT = re.compile(r"^<system-reminder>.*?</system-reminder>[ \t]*$\s*", re.DOTALL | re.MULTILINE)
-_CLIENT_OPENING = "<system-reminder>"
+# opened or changed, a todo list, in later ones); Codex CLI's user message of the session's context (the user's
+# AGENTS.md under "# AGENTS.md instructions for <dir>", then <environment_context>: directory, shell, date). Stored as
+# said, its words would match questions they have nothing to do with ("the code word" matches "code-review: Review
+# the current diff…") and fill the excerpt of that page. A part begins a line, or follows another part at once (the
+# Responses API's text parts are joined as they come), and ends its line: the tag quoted inside a line (a pasted
+# source file) is text like any other.
+_CONTEXT_PART = (
+    r"<(?P<tag>system-reminder|environment_context)>.*?</(?P=tag)>"
+    r"|\# AGENTS\.md\ instructions\ for\ [^\n]*\n\s*<INSTRUCTIONS>.*?</INSTRUCTIONS>"
+)
+_AFTER_PART = "|".join(f"(?<={end})" for end in ("</system-reminder>", "</environment_context>", "</INSTRUCTIONS>"))
+CLIENT_CONTEXT = re.compile(
+    rf"(?:^|{_AFTER_PART})(?:{_CONTEXT_PART})[ \t]*(?:$\s*|(?=<system-reminder>|<environment_context>))",
+    re.DOTALL | re.MULTILINE,
+)
+_CLIENT_OPENINGS = ("<system-reminder>", "<environment_context>", "<INSTRUCTIONS>")
 
 _PLACEHOLDERS = {
     "image_url": "[image]",
@@ -118,7 +129,7 @@ def message_text(message: Mapping[str, Any]) -> str:
 def _text_with_context(message: Mapping[str, Any]) -> tuple[str, bool]:
     """:func:`message_text`, and whether it may hold a client's context (a user message with the opening tag)."""
     text = message_text(message)
-    return text, message.get("role") == "user" and _CLIENT_OPENING in text
+    return text, message.get("role") == "user" and any(opening in text for opening in _CLIENT_OPENINGS)
 
 
 def said_text(message: Mapping[str, Any]) -> str:
@@ -131,7 +142,7 @@ def said_text(message: Mapping[str, Any]) -> str:
 def users_said(messages: Iterable[Mapping[str, Any]]) -> str:
     """What the user messages among ``messages`` say (:func:`said_text`), newline-joined: a live turn's words, which
     its query, its thread's finding and its stored time all read alike."""
-    return "\n".join(said_text(m) for m in messages if m.get("role") == "user")
+    return "\n".join(text for text in (said_text(m) for m in messages if m.get("role") == "user") if text)
 
 
 def client_context(message: Mapping[str, Any]) -> str:
@@ -187,10 +198,14 @@ def transcript(message: Mapping[str, Any], call_names: Mapping[str, str]) -> str
 
     ``user: <text>`` / ``assistant: <text>`` / ``assistant → tool call NAME(ARGS)`` (one line per call) /
     ``tool NAME result: <text>``; a ``name`` field shows as ``user (alice): ...``. ``call_names`` resolves a
-    tool message's ``tool_call_id`` to the function name.
+    tool message's ``tool_call_id`` to the function name. A user message that holds only its client's context
+    (Codex's message of the session's context) has no line: ``""``.
     """
     role = str(message.get("role"))
-    text = said_text(message)  # (the message's text, but for a user message's client context)
+    raw, written = _text_with_context(message)
+    text = CLIENT_CONTEXT.sub("", raw) if written else raw  # said_text: the user's words, not the client's context
+    if written and not text:
+        return ""
     if role == "assistant":
         lines = [f"{_speaker(role, message)}: {text}"] if text else []
         lines.extend(f"assistant → tool call {call.name}({call.arguments})" for call in tool_calls_of(message))

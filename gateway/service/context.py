@@ -105,9 +105,15 @@ def _tokens_of(manifests: Mapping[str, Manifest], history: set[str]) -> int:
 
 
 def _opening_context(blocks: Sequence[Block]) -> str:
-    """What the client wrote into the first user message of the conversation (``blocks``) as its context."""
-    first = next((m for m in blocks[0].messages if m.get("role") == "user"), None) if blocks else None
-    return client_context(first) if first is not None else ""
+    """What the client wrote into the conversation's (``blocks``) first user message as its context, the messages
+    before it that hold only such context included (Codex sends the session's as a message of its own)."""
+    parts: list[str] = []
+    for message in blocks[0].messages if blocks else ():
+        if message.get("role") == "user":
+            parts.append(client_context(message))
+            if said_text(message):
+                break
+    return "\n".join(part for part in parts if part)
 
 
 def _query(tail: Sequence[Mapping[str, Any]]) -> str:

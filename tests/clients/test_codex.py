@@ -86,14 +86,22 @@ def test_codex_turns_a_tool_round_and_a_resumed_session_are_one_thread_and_are_p
     project = tmp_path / "project"
     project.mkdir()
     (project / "hello.py").write_text("print('hi from hello')\n", encoding="utf-8")
+    (project / "AGENTS.md").write_text("# House rules\n\nAlways answer in British English. Run tests with make check.\n", encoding="utf-8")
     home = _home(tmp_path / "home", gateway)
     outputs = [_run(codex, project, home, turn, first=i == 0) for i, turn in enumerate(TURNS)]
     assert "PRINTS-HI" in outputs[1]  # the command ran on the client and its result came back to the model
 
     requests = [r.body for r in upstream.chat_requests if r.body]
     assert len(requests) == len(TURNS) + 1  # one request per turn, and one more with the command's output
-    systems = {client_system(body) for body in requests}
-    assert len(systems) == 1 and systems.pop().startswith("You are a coding agent running in the Codex CLI")
+    prompt = client_system(requests[0])
+    assert prompt.startswith("You are a coding agent running in the Codex CLI")
+    assert all(client_system(body).startswith(prompt) for body in requests)  # the system prompt, verbatim, every time
+    # Codex's message of the session's context (the user's AGENTS.md, then the environment): once the first exchange
+    # is paged, it is sent on as written after the client's prompt (its two parts a line apart), and is in no page
+    context = requests[0]["messages"][1]["content"]
+    assert context.startswith("# AGENTS.md instructions for ") and "British English" in context and "<environment_context>" in context
+    parts = context.replace("</INSTRUCTIONS><environment_context>", "</INSTRUCTIONS>\n<environment_context>")
+    assert client_system(requests[-1]) == f"{prompt.rstrip()}\n\n{parts}\n\n"
     tools = [{t["function"]["name"] for t in body["tools"]} for body in requests]
     assert all("exec_command" in names and {"pcp_consult", "pcp_shelve"} <= names for names in tools)
     assert not any("web_search" in names for names in tools)  # a hosted tool the chat model cannot run is left out
@@ -106,12 +114,15 @@ def test_codex_turns_a_tool_round_and_a_resumed_session_are_one_thread_and_are_p
     assert "Turn 1:" not in verbatim and "Turn 2:" not in verbatim  # paged, not resent
     assert all(f"Turn {n}:" in verbatim for n in (5, 6))  # the last exchange and the live turn
     assert "Turn 2:" in str(last[0]["content"]) and "PRINTS-HI" in str(last[0]["content"])  # in the context
+    paged = str(last[0]["content"])[str(last[0]["content"]).index("<PagedContext"):]
+    assert "environment_context" not in paged and "British English" not in paged
 
     auth = {"Authorization": "Bearer sk-client"}
     threads = httpx.get(f"{gateway.root_url}/pcp/threads", headers=auth, timeout=10).json()["data"]
     assert len(threads) == 1  # no header: the session is found by what it carries, every turn
     view = httpx.get(f"{gateway.root_url}/pcp/threads/{threads[0]['id']}", headers=auth, timeout=10).json()
     originals = [page for page in page_nodes(view["pages"]) if page["type"] == "Original"]
-    # one page per finished turn (the first one's summary may be mostly the environment context Codex sends with it)
+    # one page per finished turn, each of what was said: the session's context is not in the first one's
     assert len(originals) == len(TURNS) - 1
-    assert {int(n) for page in originals for n in re.findall(r"Turn (\d):", page["summary"])} >= set(range(2, len(TURNS)))
+    assert {int(n) for page in originals for n in re.findall(r"Turn (\d):", page["summary"])} == set(range(1, len(TURNS)))
+    assert not any("environment_context" in page["summary"] or "British English" in page["summary"] for page in originals)

@@ -248,3 +248,14 @@ def test_a_burst_of_replies_is_one_answer_and_the_next_user_message_seals_it() -
     # a tool call after a reply stays in the exchange; the final reply text is what follows the last call
     chain = split_blocks([user("q"), reply("let me check"), call("c1"), result("c1", "r"), reply("found it"), user("next")])
     assert [b.indexes for b in chain.blocks] == [(0, 1, 2, 3, 4)] and chain.blocks[0].reply_text == "found it"
+
+
+def test_a_message_of_the_client_s_context_alone_has_no_line_in_its_block() -> None:
+    context = "<environment_context>\n  <cwd>/home/u/project</cwd>\n</environment_context>"
+    split = split_blocks([
+        {"role": "user", "content": context}, {"role": "user", "content": "Turn 1: hello"}, {"role": "assistant", "content": "Hi."},
+        {"role": "user", "content": "Turn 2"},
+    ])  # fmt: skip
+    (block,) = split.blocks
+    assert block.text == "user: Turn 1: hello\nassistant: Hi." and block.anchor_text == "Turn 1: hello"
+    assert len(block.messages) == 3  # kept as sent

@@ -111,3 +111,21 @@ def test_users_said_is_every_user_message_s_own_words_joined() -> None:
     ]
     assert users_said(live) == "Where is the tax form?\n2024"
     assert users_said([{"role": "assistant", "content": "hello"}]) == ""
+
+
+CODEX_CONTEXT = (
+    "# AGENTS.md instructions for /home/u/project\n\n<INSTRUCTIONS>\n# House rules\n\nRun tests with make check.\n\n</INSTRUCTIONS>"
+    "<environment_context>\n  <cwd>/home/u/project</cwd>\n  <shell>bash</shell>\n</environment_context>"
+)
+
+
+def test_codex_s_message_of_the_session_s_context_is_the_client_s_not_said() -> None:
+    """Codex sends the user's AGENTS.md and its environment as one user message, the two text parts joined as they
+    come: all of it is the client's context, its parts a line apart, and the message says nothing."""
+    message = {"role": "user", "content": CODEX_CONTEXT}
+    assert said_text(message) == "" and transcript(message, {}) == ""
+    assert client_context(message) == CODEX_CONTEXT.replace("</INSTRUCTIONS><environment_context>", "</INSTRUCTIONS>\n<environment_context>")
+    assert users_said([message, {"role": "user", "content": "Turn 1: hello"}]) == "Turn 1: hello"
+    for quoted in ("What does <environment_context>x</environment_context> mean?", "# AGENTS.md instructions for me"):
+        plain = {"role": "user", "content": quoted}
+        assert said_text(plain) == quoted and client_context(plain) == ""
