@@ -132,11 +132,19 @@ def _text_with_context(message: Mapping[str, Any]) -> tuple[str, bool]:
     return text, message.get("role") == "user" and any(opening in text for opening in _CLIENT_OPENINGS)
 
 
+def _said(message: Mapping[str, Any]) -> tuple[str, bool]:
+    """:func:`said_text`, and whether the message held nothing but its client's context."""
+    text, written = _text_with_context(message)
+    if not written:
+        return text, False
+    said = CLIENT_CONTEXT.sub("", text)
+    return said, not said
+
+
 def said_text(message: Mapping[str, Any]) -> str:
     """:func:`message_text`, without the context a client wrote into a user message (:data:`CLIENT_CONTEXT`): the
     user's own words, what a page stores and a question is matched on."""
-    text, written = _text_with_context(message)
-    return CLIENT_CONTEXT.sub("", text) if written else text
+    return _said(message)[0]
 
 
 def users_said(messages: Iterable[Mapping[str, Any]]) -> str:
@@ -202,9 +210,8 @@ def transcript(message: Mapping[str, Any], call_names: Mapping[str, str]) -> str
     (Codex's message of the session's context) has no line: ``""``.
     """
     role = str(message.get("role"))
-    raw, written = _text_with_context(message)
-    text = CLIENT_CONTEXT.sub("", raw) if written else raw  # said_text: the user's words, not the client's context
-    if written and not text:
+    text, context_only = _said(message)  # the user's words, not the client's context
+    if context_only:
         return ""
     if role == "assistant":
         lines = [f"{_speaker(role, message)}: {text}"] if text else []
