@@ -44,6 +44,7 @@ class Manifest:
     anchor: str = ""  # the user's words as matched (their line labels left out: gateway.service.ingest.matched_texts)
     line: LineHolds = LineHolds.LEAD  # what the page's background line carries whole
     anchor_stored: bool = True  # False: stored before manifests kept their anchor
+    called: tuple[tuple[str, str], ...] = ()  # (role, name): its messages of that role call the other side so (labels.called)
 
     @cached_property
     def own_terms(self) -> Mapping[str, int]:
@@ -107,6 +108,7 @@ class NewPage:
     # the vector hash's fields embedded later, in the background (a thread sent raw: gateway.service.ingest); they
     # are stored as PENDING_VECTOR, which no model made
     pending: tuple[str, ...] = ()
+    called: tuple[tuple[str, str], ...] = ()  # see Manifest.called
 
     @classmethod
     def of(
@@ -121,15 +123,17 @@ class NewPage:
         sentence_vectors: npt.NDArray[np.float32] | None = None,
         model: str = DEFAULT_MODEL,
         pending: tuple[str, ...] = (),
+        called: tuple[tuple[str, str], ...] = (),
     ) -> NewPage:
         """``page`` (with its content) and what the request path needs of it, derived here once."""
         return cls(page, count(page.summary), count(background_line(page)), terms, vector, anchor, line_holds(page), messages,
-                   user_vector, sentence_vectors, model, pending)
+                   user_vector, sentence_vectors, model, pending, called)
 
     def manifest(self) -> Manifest:
         """The manifest as stored and read back: the page without its content."""
         page = replace(self.page, content="")
-        return Manifest(page, self.summary_tokens, self.background_tokens, self.terms, sum(self.terms.values()), self.anchor, self.line)
+        return Manifest(page, self.summary_tokens, self.background_tokens, self.terms, sum(self.terms.values()), self.anchor, self.line,
+                        called=self.called)
 
 
 PENDING_VECTOR = "pending|"  # a vector field to be embedded in the background: its "model" is no model (vector_model)
@@ -185,6 +189,7 @@ def manifest_json(new: NewPage) -> str:
             "anchor": new.anchor,
             "line": new.line.value,
             "lines": LINES,
+            **({"called": [list(pair) for pair in new.called]} if new.called else {}),
         },
         ensure_ascii=False,
     )
@@ -213,4 +218,5 @@ def parse_manifest(page_id: str, raw: str, content: str = "") -> Manifest:
     background = data["background_tokens"]
     if data.get("lines", 1) != LINES:  # counted with the date on the line, which now heads its day's lines
         background = max(background - DAY_OVERHEAD, 1)
-    return Manifest(page, data["summary_tokens"], background, counts, length, data.get("anchor", ""), line, "anchor" in data)
+    called = tuple((str(role), str(name)) for role, name in data.get("called", ()))
+    return Manifest(page, data["summary_tokens"], background, counts, length, data.get("anchor", ""), line, "anchor" in data, called)

@@ -8,6 +8,7 @@ surface for it, so the key layout and the store's errors stay in `gateway.adapte
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
@@ -17,6 +18,7 @@ from gateway.adapters.postings import Postings
 from gateway.adapters.store_keys import ThreadKey
 from gateway.adapters.thread_cache import KnownPages
 from gateway.core import Step, View
+from gateway.core.labels import side_names
 
 __all__ = ["PageReader", "ThreadSnapshot"]
 
@@ -63,7 +65,10 @@ class ThreadSnapshot:
             if raw is None:
                 self._absent.add(page_id)
                 continue
-            manifest = known.manifests[page_id] = reader.parsed_manifest(thread, page_id, raw)
+            manifest = reader.parsed_manifest(thread, page_id, raw)
+            if page_id not in known.manifests:
+                known.called.update(manifest.called)
+            known.manifests[page_id] = manifest
             known.parents[page_id] = parent
             known.postings.add(page_id, manifest.terms)
             if known.user_postings is not None:
@@ -116,6 +121,16 @@ class ThreadSnapshot:
     def postings(self) -> Postings:
         """The term counts of the pages this process knows of the thread, by term (see gateway.adapters.postings)."""
         return self._known.postings
+
+    def side_names(self, more: Iterable[Iterable[tuple[str, str]]] = ()) -> dict[str, str]:
+        """The names of the two sides of a chat between two people replayed as user and assistant, role to name,
+        learnt from how each calls the other in the pages this process knows (`gateway.core.labels.side_names`),
+        and in the pages about to be stored (``more``: each one's calls, `Manifest.called`); empty when they are
+        not both known."""
+        known = self._known
+        pages = list(more)
+        calls = known.called + Counter(pair for page in pages for pair in page) if pages else known.called
+        return side_names(calls, len(known.manifests) + len(pages)) if calls else {}
 
     @property
     def user_postings(self) -> Postings:

@@ -4,7 +4,7 @@ version first, atomically with what it reads of the thread, so a kept record is 
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Hashable
 from typing import Any
 
@@ -45,6 +45,7 @@ class KnownPages:
         self.parents: dict[str, str | None] = {}
         self.postings = Postings()  # the manifests' term counts by term
         self.user_postings: Postings | None = None  # the same for the user's own messages, once asked for
+        self.called: Counter[tuple[str, str]] = Counter()  # the manifests' (role, name) calls, in how many pages each
         self.derived: dict[Hashable, Any] = {}  # see ThreadSnapshot.derived
 
 

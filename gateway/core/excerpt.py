@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-from gateway.core.labels import line_heads, named_sides, without_role, written_once
+from gateway.core.labels import NAME_PAGES, NAME_RATIO, NAME_SHARE, line_heads, named_sides, without_role, written_once
 from gateway.core.lexical import terms
 
 __all__ = [
@@ -155,14 +155,27 @@ def names_sides(content: str) -> bool:
     return named_sides([rows[0] for rows in _messages(content)])
 
 
-def units_of(content: str, count: Callable[[str], int]) -> tuple[Unit, ...]:
+def _by_name(row: str, names: Mapping[str, str]) -> str:
+    """``row`` opened by its side's name (``Gina: …``) where it opens with a named side's role prefix and no label
+    of its own (`gateway.core.labels.side_names`)."""
+    role, colon, rest = row.partition(": ")
+    name = names.get(role) if colon else None
+    return f"{name}: {rest}" if name is not None and not line_heads(row) else row
+
+
+def units_of(content: str, count: Callable[[str], int], names: Mapping[str, str] = MappingProxyType({})) -> tuple[Unit, ...]:
     """The units of a page's ``content`` in document order (see the module docstring), their rows as shown: a
     speaker's label written once per run (`gateway.core.labels.written_once`), and no role prefix before the names
-    of a chat whose names stand for its two sides (`gateway.core.labels.named_sides`)."""
+    of a chat whose names stand for its two sides (`gateway.core.labels.named_sides`); in a chat whose sides are known
+    by the names they call each other (``names``: role to name, `gateway.core.labels.side_names`), each message
+    opened by its side's name instead of its role. A unit's terms are its text's as stored: who speaks is not what
+    is said."""
     messages = _messages(content)
     speakers = [_speaker(rows) for rows in messages]
     if named_sides([rows[0] for rows in messages]):
         messages = [[without_role(rows[0]), *rows[1:]] for rows in messages]
+    elif names:
+        return tuple(_named_unit(unit, names, count) for unit in units_of(content, count))
     heads = [_head(rows[0], speaker) for rows, speaker in zip(messages, speakers)]
     shown = iter(written_once(row for rows in messages for row in rows))
     messages = [[next(shown) for _ in rows] for rows in messages]
@@ -181,6 +194,17 @@ def units_of(content: str, count: Callable[[str], int]) -> tuple[Unit, ...]:
                 units.extend(_message_units(messages[index], index, heads[index], speakers[index], count))
         start = end
     return tuple(units)
+
+
+def _named_unit(unit: Unit, names: Mapping[str, str], count: Callable[[str], int]) -> Unit:
+    """``unit`` as shown where the sides are known by ``names`` (see :func:`units_of`): its rows and the speaker
+    repeated before it opened by the name, its tokens those of that text, its terms unchanged."""
+    text = "\n".join(_by_name(row, names) for row in unit.text.split("\n"))
+    role = unit.speaker[:-1] if unit.speaker.endswith(":") else ""
+    speaker = f"{names[role]}:" if role in names else unit.speaker
+    if text == unit.text and speaker == unit.speaker:
+        return unit
+    return replace(unit, text=text, tokens=count(text) if text != unit.text else unit.tokens, speaker=speaker)
 
 
 def _held(
@@ -277,9 +301,6 @@ def query_source(query: str) -> str | None:
 
 
 OTHERS_SHARE = 0.1  # what the others' words in a page are worth, together, next to one participant's, to a question about them
-NAME_PAGES = 3  # a word names a participant when one side says it in this many pages at least,
-NAME_SHARE = 0.02  # and in this share of the thread's pages,
-NAME_RATIO = 10  # and this many times as often as the other side (who is not called by their own name)
 NAMED = re.compile(r"\b[A-Z][a-z]+\b")  # a word that may name someone
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping
+from types import MappingProxyType
 
 from gateway.core.blocks import Block
 from gateway.core.excerpt import names_sides
@@ -64,11 +66,18 @@ def _kept(text: str, cap: int) -> str:
     return text if len(text) <= cap else lead_text(text, cap)
 
 
-def extractive_summary(block: Block) -> str:
+def extractive_summary(block: Block, names: Mapping[str, str] = MappingProxyType({})) -> str:
     """A fact-keeping summary of ``block``: ``User: …`` / ``Tools used: …`` / ``Assistant: …`` lines; where each
     side's messages open with its own name (a chat between two people: `gateway.core.excerpt.names_sides`, decided on
-    the page's text as its excerpts are), the name alone says who speaks (``Vanessa: …`` / ``Nebraas: …``)."""
-    user, assistant = ("", "") if not block.tool_names and names_sides(block.text) else ("User: ", "Assistant: ")
+    the page's text as its excerpts are), the name alone says who speaks (``Vanessa: …`` / ``Nebraas: …``); where the
+    thread's sides are known by the names they call each other (``names``, `gateway.core.labels.side_names`), those
+    names open the lines instead of the roles (``Jon: …`` / ``Gina: …``)."""
+    if not block.tool_names and names_sides(block.text):
+        user, assistant = "", ""
+    elif not block.tool_names and names:
+        user, assistant = f"{names['user']}: ", f"{names['assistant']}: "
+    else:
+        user, assistant = "User: ", "Assistant: "
     lines: list[str] = []
     if block.anchor_text.strip():
         lines.append(user + _kept(block.anchor_text, USER_CAP))

@@ -10,9 +10,10 @@ from __future__ import annotations
 import enum
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
+from types import MappingProxyType
 
 from gateway.core.blocks import Block
 from gateway.core.extract import extract_clusters, extractive_summary
@@ -102,17 +103,19 @@ def original_page(
     summary: str | None = None,
     clusters: Sequence[str] | None = None,
     salt: str = "",
+    names: Mapping[str, str] = MappingProxyType({}),
 ) -> Page:
     """The Original page of a sealed block; content = ``block.text``, tokens = ``count(block.text)``.
 
-    Without ``summary``/``clusters`` the extractive fallback of :mod:`gateway.core.extract` fills them in.
+    Without ``summary``/``clusters`` the extractive fallback of :mod:`gateway.core.extract` fills them in (its
+    lines opened by the sides' ``names`` where a two-person chat's are known: `gateway.core.labels.side_names`).
     """
     return Page(
         id=page_id(block.text, salt),
         type=PageType.ORIGINAL,
         timestamp=timestamp,
         content=block.text,
-        summary=extractive_summary(block) if summary is None else summary,
+        summary=extractive_summary(block, names) if summary is None else summary,
         clusters=extract_clusters(block.text, emphasis=block.anchor_text) if clusters is None else tuple(clusters),
         tokens=count(block.text),
     )

@@ -328,7 +328,8 @@ class Consolidator:
             answer = await self._ask(manifest_prompt(full), parse_manifest_answer)
             if answer is None:
                 continue
-            new = NewPage.of(full.with_manifest(answer.summary, answer.clusters), self._count, manifest.terms, None, manifest.anchor)
+            new = NewPage.of(full.with_manifest(answer.summary, answer.clusters), self._count, manifest.terms, None, manifest.anchor,
+                             called=manifest.called)
             updated.append(new)
             result[full.id] = new.manifest()
         await self._cstore.update_manifests(thread, updated)

@@ -200,7 +200,8 @@ class ContextBuilder:
 
         stored = await self.history.store_history(thread, messages, now, store=store, later=raw)
         split, scaffold, keep, ids, added, snapshot = stored.split, stored.scaffold, stored.keep, stored.ids, stored.added, stored.snapshot
-        self._excerpts.prepare(thread, stored.pages, counter)
+        sides = tuple(sorted(snapshot.side_names().items()))  # a chat between two people: its sides shown by name
+        self._excerpts.prepare(thread, stored.pages, counter, sides)
         blocks = [split.blocks[i] for i in keep]
         query = _query(split.tail)
         scaffolding = [m for i in sorted(scaffold) for m in split.blocks[i].messages]
@@ -265,7 +266,7 @@ class ContextBuilder:
             state=state, now=now, counter=counter, rendering=rendering, fixed=fixed, ceiling=ceiling, limit=limit,
             window=window, background_overhead=background_overhead, flow_overhead=flow_overhead, seen=seen,
             hopeless=hopeless, follows=ids[-1] if follows and ids and cut == len(blocks) else None,
-            speakers=partial(speakers_of, blocks, split.tail),
+            speakers=partial(speakers_of, blocks, split.tail), sides=sides,
         )  # fmt: skip
         for whole in (True, False) if equals else (False,):
             fitted = await self._views.fit(layout, whole)

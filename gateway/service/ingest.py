@@ -8,6 +8,7 @@ alone; every paged request does it first (gateway.service.context).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -24,7 +25,7 @@ from gateway.config import PcpSettings
 from gateway.core import Block, Page, TokenCounter, original_page, page_id, said_text, users_said
 from gateway.core.continuation import answer_claims
 from gateway.core.excerpt import sentences
-from gateway.core.labels import label_shapes, speakers, without_labels
+from gateway.core.labels import called, label_shapes, side_names, speakers, without_labels
 from gateway.core.lexical import term_counts
 from gateway.core.lru import Lru
 from gateway.core.original import kept_messages
@@ -99,6 +100,13 @@ def matched_query(query: str, blocks: Sequence[Block], tail: Sequence[Mapping[st
     texts = [said_text(m) for b in blocks[-1:] for m in b.messages if m.get("role") in ("user", "assistant")]
     shapes = label_shapes([*texts, *(said_text(m) for m in tail if m.get("role") == "user")])
     return without_labels(query, shapes)
+
+
+def called_in(block: Block) -> tuple[tuple[str, str], ...]:
+    """Each (role, name) by which ``block``'s user or assistant messages call the other side (`gateway.core.labels.called`),
+    once per page: what the thread's side names are learnt from (`gateway.core.labels.side_names`)."""
+    found = {(str(m.get("role")), name) for m in block.messages if m.get("role") in ("user", "assistant") for name in called(said_text(m))}
+    return tuple(sorted(found))
 
 
 def speakers_of(blocks: Sequence[Block], tail: Sequence[Mapping[str, Any]]) -> dict[str, str]:
@@ -196,18 +204,24 @@ class Ingestion:
         ids = list(known_ids) if known_ids is not None else [page_id(block.text) for block in blocks]
         missing = set(snapshot.missing(ids) if snapshot is not None else await self._store.missing(thread, ids))
         later = (later or len(missing) > self._inline) and self._background
-        fresh: dict[str, tuple[Page, Block, Matched]] = {}
+        sealed: dict[str, tuple[datetime, Block, Matched]] = {}
         count = self._counter.count
         asked = _asked_at(blocks, ids, missing, snapshot.asked if snapshot is not None else None, now)
         if missing and asked[1] >= 0 and await self._replied_later(thread, blocks[asked[1]], asked[0], now):
             asked = (asked[0], asked[1] - 1)  # the exchange is this request's; the ones before it stay the question's
         for position, (block, block_id) in enumerate(zip(blocks, ids) if missing else ()):  # (nothing new: no walk)
-            if block_id in missing and block_id not in fresh:
+            if block_id in missing and block_id not in sealed:
                 # pages sealed by one request share its time (the exchange a previous request asked, and those
                 # before it, that request's); a microsecond per position keeps them in conversation order wherever
                 # pages are sorted by time (rendering shows whole seconds)
                 moment = (asked[0] if position <= asked[1] else now) + timedelta(microseconds=position)
-                fresh[block_id] = (original_page(block, moment, count), block, matched_texts(blocks, position))
+                sealed[block_id] = (moment, block, matched_texts(blocks, position))
+        # the names of a two-person chat's sides, learnt from the pages stored before and these: its pages' lines say who speaks
+        calls = {block_id: called_in(block) for block_id, (_, block, _) in sealed.items()}
+        names = (snapshot.side_names(calls.values()) if snapshot is not None
+                 else side_names(Counter(pair for pairs in calls.values() for pair in pairs), len(calls)))
+        fresh = {block_id: (original_page(block, moment, count, names=names), block, matched)
+                 for block_id, (moment, block, matched) in sealed.items()}
         entries = list(fresh.values())
         pages = [page for page, _, _ in entries]
         # a page where others speak too gets a second embedding, of the user's own messages, and one per sentence
@@ -236,7 +250,7 @@ class Ingestion:
         new = [
             NewPage.of(page, count, term_counts(matched.transcript), vectors[i] if texts else None, matched.anchor,
                        kept_messages(block), user_vectors.get(i), sentence_vectors.get(i),
-                       self._embedder.model if self._embedder else DEFAULT_MODEL, pending.get(i, ()))
+                       self._embedder.model if self._embedder else DEFAULT_MODEL, pending.get(i, ()), calls[page.id])
             for i, (page, block, matched) in enumerate(entries)
         ]
         added = await self._store.add_pages(thread, new, now.timestamp(), snapshot)

@@ -19,11 +19,14 @@ from gateway.core.lru import Lru
 from gateway.core.tokens import KeptCounts, PerTokenizer
 from gateway.core.worth import share_of
 
-__all__ = ["Offer", "PageExcerpts"]
+__all__ = ["Names", "Offer", "PageExcerpts"]
 
 # What a page is offered for one query besides its line (PageExcerpts.of): the share of it its line covers (None:
 # not counted), its excerpt options, and its speaking share.
 Offer = tuple[float | None, tuple[ExcerptOption, ...], float]
+# The names a two-person chat's sides are shown by, (role, name) pairs in order (`ThreadSnapshot.side_names`); empty:
+# none known, the roles stay
+Names = tuple[tuple[str, str], ...]
 
 EXCERPT_COUNTS = 4096  # excerpt texts whose token counts are kept, per tokenizer
 UNIT_CACHE = 4096  # pages whose excerpt units and background line are kept in memory
@@ -33,45 +36,46 @@ class PageExcerpts:
     """The excerpts of pages for queries, cutting each page into units once."""
 
     def __init__(self, capacity: int = UNIT_CACHE) -> None:
-        # per page and tokenizer: its units (content never changes), and its background line with the summary it
-        # was made from
-        self._pages: Lru[tuple[str, str, str], tuple[tuple[Unit, ...], str, str]] = Lru(capacity)
+        # per page, tokenizer and the names its sides are shown by: its units (content never changes), and its
+        # background line with the summary it was made from
+        self._pages: Lru[tuple[str, str, str, Names], tuple[tuple[Unit, ...], str, str]] = Lru(capacity)
         self._counts = PerTokenizer(lambda counter: KeptCounts(counter, EXCERPT_COUNTS))
 
-    def _units(self, thread: ThreadKey, page: Page, counter: TokenCounter) -> tuple[tuple[Unit, ...], str]:
-        key = (counter.encoding_name, thread.scope, page.id)
+    def _units(self, thread: ThreadKey, page: Page, counter: TokenCounter, names: Names) -> tuple[tuple[Unit, ...], str]:
+        key = (counter.encoding_name, thread.scope, page.id, names)
         cached = self._pages.get(key)
         if cached is None or cached[1] != page.summary:  # the consolidator may rewrite a summary: its line with it
-            cached = (units_of(page.content, counter.count) if cached is None else cached[0], page.summary, background_line(page))
+            cached = (units_of(page.content, counter.count, dict(names)) if cached is None else cached[0], page.summary, background_line(page))
             self._pages.put(key, cached)
         return cached[0], cached[2]
 
-    def prepare(self, thread: ThreadKey, pages: Iterable[Page], counter: TokenCounter) -> None:
+    def prepare(self, thread: ThreadKey, pages: Iterable[Page], counter: TokenCounter, names: Names = ()) -> None:
         """Cut new pages into their units now, while they are stored: a later request that shortlists them
         (it matches them against its query) then finds them cut, and its work does not grow with the pages
         it has not seen before."""
         for page in pages:
-            self._units(thread, page, counter)
+            self._units(thread, page, counter, names)
 
     def of(
-        self, thread: ThreadKey, page: Page, weights: Mapping[str, float], counter: TokenCounter, source: str | None
+        self, thread: ThreadKey, page: Page, weights: Mapping[str, float], counter: TokenCounter, source: str | None,
+        names: Names = (),
     ) -> Offer:
         """A page's line coverage, excerpt options (their tokens include the entry's) and speaking share
         (`speaking_share`) for a query whose terms weigh ``weights``; ``source``: see `query_source`. A page none of
         whose units holds a query word (it matches by meaning, or by its neighbours' words) is offered whole in its
         entry: as a Detail node it would cost the node's tags too (on the real chats such nodes took ~220 tokens of a
         2k context, and 4% of them held evidence)."""
-        units, line = self._units(thread, page, counter)
+        units, line = self._units(thread, page, counter, names)
         if not units:
             return None, (), 1.0
         count = self._count(counter)
         options = self._entries(page, excerpt_options(units, weights, count, source) or whole_page(units), count)
         return line_coverage(units, weights, line, source), options, speaking_share(units, source)
 
-    def leading(self, thread: ThreadKey, page: Page, counter: TokenCounter) -> Offer:
+    def leading(self, thread: ThreadKey, page: Page, counter: TokenCounter, names: Names = ()) -> Offer:
         """What a page the live turn continues is offered whatever the query matches: its opening units, one more
         at a time (`leading_options`); its line is counted as usual."""
-        units, _ = self._units(thread, page, counter)
+        units, _ = self._units(thread, page, counter, names)
         count = self._count(counter)
         return None, self._entries(page, leading_options(units, count), count), 1.0
 

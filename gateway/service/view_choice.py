@@ -23,7 +23,7 @@ from gateway.core.lexical import idf_weights, terms
 from gateway.core.outside import Outside, PoolExceeded
 from gateway.errors import ContextLengthExceeded
 from gateway.service.candidate_pool import POOL_SPARES, candidate_of, candidate_pool, kept_table, showable
-from gateway.service.page_excerpts import Offer, PageExcerpts
+from gateway.service.page_excerpts import Names, Offer, PageExcerpts
 from gateway.service.page_tree import kept
 from gateway.service.rendering import Rendering
 from gateway.service.router import Router, Selection, matched_on
@@ -68,6 +68,7 @@ class Layout:
     # who the line labels of the last exchanges name (gateway.service.ingest.speakers_of), asked only of a question
     # that names someone
     speakers: Callable[[], Mapping[str, str]] = dict
+    sides: Names = ()  # the names its sides are shown by, in a chat between two people (ThreadSnapshot.side_names)
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ class ViewChoice:
 
         def excerpted(ids: Iterable[str]) -> dict[str, Offer]:
             return {
-                i: self._excerpts.of(thread, pages[i], weights, layout.counter, source)
+                i: self._excerpts.of(thread, pages[i], weights, layout.counter, source, layout.sides)
                 for i in ids
                 # a question about a named participant is held by their messages: a line then shows twice what it holds
                 if i in pages and (about_named or manifests[i].line is not LineHolds.CONTENT)
@@ -140,7 +141,7 @@ class ViewChoice:
             if follows not in pages:
                 pages.update(await self._store.pages(thread, [follows]))
             if follows in pages:
-                excerpts[follows] = self._excerpts.leading(thread, pages[follows], layout.counter)
+                excerpts[follows] = self._excerpts.leading(thread, pages[follows], layout.counter, layout.sides)
         room = layout.limit - layout.fixed
         table = kept_table(layout.snapshot.derived, flow.roots, manifests)  # kept with the thread's version
         more = [] if ranked is None else ranked[len(best) : showable(table, best, excerpts, room)]
