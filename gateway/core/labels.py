@@ -24,9 +24,9 @@ small model answered as one of its participants ("Nebraas: Yes") in 6 of 15 ques
 
 A chat between two people replayed as ``user`` / ``assistant`` messages (a client that knows only those two roles)
 names neither side on its lines, yet each side calls the other by name: ``Hey Gina!``, ``Thanks, Jon.``
-(:func:`called`). In each of LoCoMo's ten conversations one side calls the other so in 17 to 187 of its messages and
-is so called by the other at most once; in LongMemEval's 99 user–assistant histories no word passes the same rule
-(:func:`side_names`: the assistant has no name to be called by). Where both sides are named so, what is shown of a
+(:func:`called`). In each of LoCoMo's ten conversations each side calls the other so in 17 to 174 of its exchanges
+(pages) and calls itself so at most once: :func:`side_names` names all twenty sides by their full names; in
+LongMemEval's 99 user–assistant histories it names none (the assistant has no name to be called by). Where both sides are named so, what is shown of a
 page writes each message's speaker by name (``Gina: …`` where it stored ``assistant: …``): a question about "Gina"
 is then answered from lines that say who Gina is.
 """

@@ -77,3 +77,12 @@ def test_the_users_own_words_are_read_from_the_stored_anchor() -> None:
     data = json.loads(manifest_json(new))
     data.update(type="Consolidated", source_ids=["aaaaaaaaaa"], topic_id="t1")
     assert parse_manifest(page.id, json.dumps(data)).own_terms == new.terms
+
+
+def test_how_a_pages_sides_call_each_other_is_stored_with_its_manifest_and_absent_before() -> None:
+    page = _page("On the mat, Jon.")
+    calls = (("assistant", "Jon"), ("user", "Gina"))
+    new = NewPage.of(page, len, term_counts(page.content), called=calls)
+    assert parse_manifest(page.id, manifest_json(new)).called == calls == new.manifest().called
+    plain = json.loads(manifest_json(NewPage.of(page, len, term_counts(page.content))))
+    assert "called" not in plain and parse_manifest(page.id, json.dumps(plain)).called == ()

@@ -296,3 +296,21 @@ def test_the_role_prefix_stays_where_names_do_not_stand_for_the_two_sides() -> N
     ):
         rows = [u.text for u in units_of(content, COUNT)]
         assert rows[0].startswith("user: "), content
+
+
+def test_a_chat_whose_sides_are_named_shows_each_message_by_its_speakers_name_and_matches_it_as_stored() -> None:
+    content = ("user: Hey Gina! I lost my job as a banker yesterday.\nassistant: Sorry Jon, that is hard.\n"
+               "user: Note: the studio opens in June.")
+    names = {"user": "Jon", "assistant": "Gina"}
+    shown = units_of(content, COUNT, names)
+    plain = units_of(content, COUNT)
+    assert [u.text for u in shown] == ["Jon: Hey Gina! I lost my job as a banker yesterday.", "Gina: Sorry Jon, that is hard.",
+                                       "user: Note: the studio opens in June."]  # a row with a label of its own keeps it
+    assert [u.speaker for u in shown] == ["Jon:", "Gina:", "user: Note:"] and [u.side for u in shown] == [u.side for u in plain]
+    assert [u.terms for u in shown] == [u.terms for u in plain]  # who speaks is not what is said
+    assert [u.tokens for u in shown] == [COUNT(u.text) for u in shown]
+    # a unit cut from the middle of a long message repeats the speaker by name
+    long = "assistant: " + " ".join(f"Sentence {n} about the dance studio and its floors." for n in range(40))
+    middle = [u for u in units_of(long, COUNT, names) if not u.first]
+    assert middle and {u.speaker for u in middle} == {"Gina:"}
+    assert render_excerpt(units_of(long, COUNT, names), [4]) == "Gina: … Sentence 4 about the dance studio and its floors. …"

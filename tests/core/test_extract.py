@@ -57,3 +57,9 @@ def test_a_chat_whose_names_stand_for_its_sides_is_summarised_by_the_names() -> 
     assert extractive_summary(named) == "Vanessa: my first competition is in September\nVanessa: so nervous\nNebraas: You will do great"
     one_named = split_blocks([{"role": "user", "content": "Vanessa: hi"}, {"role": "assistant", "content": "Hello!"}]).blocks[0]
     assert extractive_summary(one_named) == "User: Vanessa: hi\nAssistant: Hello!"
+
+
+def test_the_summary_of_a_chat_whose_sides_are_named_opens_its_lines_with_the_names() -> None:
+    block = split_blocks([{"role": "user", "content": "Hey Gina! I lost my job."}, {"role": "assistant", "content": "Sorry Jon."}]).blocks[0]
+    assert extractive_summary(block, {"user": "Jon", "assistant": "Gina"}) == "Jon: Hey Gina! I lost my job.\nGina: Sorry Jon."
+    assert extractive_summary(block) == "User: Hey Gina! I lost my job.\nAssistant: Sorry Jon."

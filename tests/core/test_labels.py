@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.labels import label_shapes, line_heads, named_sides, speakers, without_labels, without_role, written_once
+from gateway.core.labels import called, label_shapes, line_heads, named_sides, side_names, speakers, without_labels, without_role, written_once
 
 
 def test_a_name_that_opens_the_lines_of_two_messages_is_a_label() -> None:
@@ -100,3 +100,24 @@ def test_names_stand_for_the_sides_where_each_role_opens_with_its_own_name() -> 
     assert not named_sides(["tool shell result: Done: ok"])
     assert not named_sides([])
     assert without_role("assistant: Nebraas: hey") == "Nebraas: hey" and without_role("Nebraas: hey") == "Nebraas: hey"
+
+
+def test_a_name_is_what_a_greeting_or_a_clause_calls_the_other_by_not_a_sentences_first_word() -> None:
+    assert called("Hey Gina! Good to see you too.") == {"Gina"}
+    assert called("That's great, Jon! Thanks Mel, appreciate it.") == {"Jon", "Mel"}
+    # a capitalized word opening a sentence before a comma is how people answer ("Yes, …", "Wow, …"), not a call
+    assert called("Yes, I did. Wow, that is something.") == frozenset()
+    assert called("I went to Paris with Anna.") == frozenset()
+
+
+def test_the_sides_are_named_by_what_the_other_calls_them_and_never_by_themselves() -> None:
+    calls = {("user", "Mel"): 40, ("user", "Melanie"): 30, ("user", "Yes"): 2, ("assistant", "Caroline"): 50, ("assistant", "Mel"): 1}
+    # the most frequent call is a nickname; the name it begins is what a question asks about
+    assert side_names(calls, 300) == {"user": "Caroline", "assistant": "Melanie"}
+    # one side unnamed (a user–assistant chat: the assistant calls the user, nobody calls the assistant): the roles stay
+    assert side_names({("assistant", "Sarah"): 12}, 300) == {}
+    # a name both sides say is a third person they talk about
+    assert side_names({("user", "Emma"): 20, ("assistant", "Emma"): 6, ("assistant", "Jon"): 20}, 300) == {}
+    # too few pages for the thread's size
+    assert side_names({("user", "Gina"): 4, ("assistant", "Jon"): 4}, 1000) == {}
+    assert side_names({("user", "Gina"): 4, ("assistant", "Jon"): 4}, 100) == {"user": "Jon", "assistant": "Gina"}

@@ -781,3 +781,33 @@ def test_a_zoom_call_written_as_text_is_resolved_and_never_reaches_the_client(pa
     assert text == '{"note": "braces, but an answer"} done'
     second = upstream.chat_requests[-1].body
     assert second is not None and second["messages"][-1]["role"] == "tool" and "Detail" in second["messages"][-1]["content"]
+
+
+def _two_people(calls: bool) -> list[dict[str, Any]]:
+    """A chat between two people replayed as user and assistant: 24 exchanges about their week, each side calling
+    the other by name in most of them when ``calls``."""
+    messages: list[dict[str, Any]] = []
+    for i in range(24):
+        topic = TOPICS[i % len(TOPICS)]
+        hey, thanks = ("Hey Gina! ", "Thanks, Jon! ") if calls and i % 3 else ("", "")
+        messages.append({"role": "user", "content": f"{hey}Week {i}: I spent the weekend on {topic}, the thing number {i} on my list."})
+        messages.append({"role": "assistant", "content": f"{thanks}Lovely, week {i} for me was about {topic} too, and note {i:03d}."})
+    return messages
+
+
+def test_a_chat_between_two_people_shows_each_line_by_the_name_the_other_calls_its_speaker(
+    paged: GatewayProcess, upstream: FakeUpstream
+) -> None:
+    # each side calls the other by name ("Hey Gina!" from the user's side, "Thanks, Jon!" from the other), never
+    # itself: the pages' lines say who speaks by name, which a question about Gina is asked against
+    _client(paged, _thread()).chat.completions.create(model="fake-model", messages=_ask(_two_people(True), "What did Gina do in week 22?"))  # type: ignore[arg-type]
+    sent = upstream.chat_requests[-1].body
+    assert sent is not None and TokenCounter().count_messages(sent["messages"]) <= BUDGET
+    background = _xml(upstream.chat_requests[-1]).findtext("Background_Context") or ""
+    assert re.search(r"\] Jon: Hey Gina! Week \d+", background) and re.search(r"Gina: Thanks, Jon! Lovely, week \d+", background)
+    assert "User: " not in background and "Assistant: " not in background
+    assert "user: " not in background and "assistant: " not in background
+    # the same chat where nobody is called by name: the roles say who speaks, as before
+    _client(paged, _thread()).chat.completions.create(model="fake-model", messages=_ask(_two_people(False), "What did Gina do in week 22?"))  # type: ignore[arg-type]
+    background = _xml(upstream.chat_requests[-1]).findtext("Background_Context") or ""
+    assert "User: Week" in background and "Jon" not in background
