@@ -24,3 +24,15 @@ def test_a_chat_without_labels_names_no_one() -> None:
     split = split_blocks([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
                           {"role": "user", "content": "What did Caroline paint?"}])
     assert speakers_of(split.blocks, split.tail) == {}
+
+
+def test_a_chat_whose_lines_carry_labels_learns_no_names_from_its_calls() -> None:
+    from gateway.service.ingest import called_in
+
+    plain = split_blocks([{"role": "user", "content": "Hey Gina! I got the job."}, {"role": "assistant", "content": "Congrats Jon!"},
+                          {"role": "user", "content": "next"}])
+    assert called_in(plain.blocks[0]) == (("assistant", "Jon"), ("user", "Gina"))
+    # REALTALK's Emi and elise call each other Emily and Kate: their labels say who speaks, by the chat's own names
+    labelled = split_blocks([{"role": "user", "content": "Emi: Hey Emily! What have you been up to?"},
+                             {"role": "assistant", "content": "elise: Hey Kate!"}, {"role": "user", "content": "next"}])
+    assert called_in(labelled.blocks[0]) == ()

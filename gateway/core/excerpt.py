@@ -47,6 +47,7 @@ __all__ = [
     "leading_options",
     "line_coverage",
     "named_side",
+    "labelled",
     "names_sides",
     "participants",
     "query_source",
@@ -161,6 +162,12 @@ def _by_name(row: str, names: Mapping[str, str]) -> str:
     role, colon, rest = row.partition(": ")
     name = names.get(role) if colon else None
     return f"{name}: {rest}" if name is not None and not line_heads(row) else row
+
+
+def labelled(content: str) -> bool:
+    """Whether a message of a page's transcript ``content`` opens with a label of its own after its role prefix
+    (``user: Emi: …``): its lines say who speaks already, by the names the chat itself uses."""
+    return any(line_heads(rows[0]) for rows in _messages(content))
 
 
 def units_of(content: str, count: Callable[[str], int], names: Mapping[str, str] = MappingProxyType({})) -> tuple[Unit, ...]:

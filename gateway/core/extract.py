@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from gateway.core.blocks import Block
-from gateway.core.excerpt import names_sides
+from gateway.core.excerpt import labelled, names_sides
 
 __all__ = ["USER_CAP", "REPLY_CAP", "extract_clusters", "extractive_summary", "lead_text"]
 
@@ -74,7 +74,7 @@ def extractive_summary(block: Block, names: Mapping[str, str] = MappingProxyType
     names open the lines instead of the roles (``Jon: …`` / ``Gina: …``)."""
     if not block.tool_names and names_sides(block.text):
         user, assistant = "", ""
-    elif not block.tool_names and names:
+    elif not block.tool_names and names and not labelled(block.text):
         user, assistant = f"{names['user']}: ", f"{names['assistant']}: "
     else:
         user, assistant = "User: ", "Assistant: "

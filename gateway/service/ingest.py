@@ -24,7 +24,7 @@ from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.config import PcpSettings
 from gateway.core import Block, Page, TokenCounter, original_page, page_id, said_text, users_said
 from gateway.core.continuation import answer_claims
-from gateway.core.excerpt import sentences
+from gateway.core.excerpt import labelled, sentences
 from gateway.core.labels import called, label_shapes, side_names, speakers, without_labels
 from gateway.core.lexical import term_counts
 from gateway.core.lru import Lru
@@ -104,7 +104,12 @@ def matched_query(query: str, blocks: Sequence[Block], tail: Sequence[Mapping[st
 
 def called_in(block: Block) -> tuple[tuple[str, str], ...]:
     """Each (role, name) by which ``block``'s user or assistant messages call the other side (`gateway.core.labels.called`),
-    once per page: what the thread's side names are learnt from (`gateway.core.labels.side_names`)."""
+    once per page: what the thread's side names are learnt from (`gateway.core.labels.side_names`). None where its
+    messages open with labels of their own (``Emi: Hey Emily!``): such a chat says who speaks by the names it
+    uses, which need not be those its people call each other by (a REALTALK chat's ``Emi`` and ``elise`` call each
+    other Emily and Kate)."""
+    if labelled(block.text):
+        return ()
     found = {(str(m.get("role")), name) for m in block.messages if m.get("role") in ("user", "assistant") for name in called(said_text(m))}
     return tuple(sorted(found))
 

@@ -63,3 +63,8 @@ def test_the_summary_of_a_chat_whose_sides_are_named_opens_its_lines_with_the_na
     block = split_blocks([{"role": "user", "content": "Hey Gina! I lost my job."}, {"role": "assistant", "content": "Sorry Jon."}]).blocks[0]
     assert extractive_summary(block, {"user": "Jon", "assistant": "Gina"}) == "Jon: Hey Gina! I lost my job.\nGina: Sorry Jon."
     assert extractive_summary(block) == "User: Hey Gina! I lost my job.\nAssistant: Sorry Jon."
+
+
+def test_a_labelled_chats_summary_keeps_its_own_labels_whatever_names_are_known() -> None:
+    block = split_blocks([{"role": "user", "content": "Emi: Hey Emily!"}, {"role": "assistant", "content": "Sorry, who?"}]).blocks[0]
+    assert extractive_summary(block, {"user": "Kate", "assistant": "Emily"}) == "User: Emi: Hey Emily!\nAssistant: Sorry, who?"
