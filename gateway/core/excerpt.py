@@ -165,9 +165,10 @@ def _by_name(row: str, names: Mapping[str, str]) -> str:
 
 
 def labelled(content: str) -> bool:
-    """Whether a message of a page's transcript ``content`` opens with a label of its own after its role prefix
-    (``user: Emi: …``): its lines say who speaks already, by the names the chat itself uses."""
-    return any(line_heads(rows[0]) for rows in _messages(content))
+    """Whether every message of a page's transcript ``content`` opens with a label of its own after its role prefix
+    (``user: Emi: …``): its lines say who speaks already, by the names the chat itself uses. One message that opens
+    with ``Week 6:`` or ``Note:`` does not make a chat labelled."""
+    return all(line_heads(rows[0]) for rows in _messages(content)) if content else False
 
 
 def units_of(content: str, count: Callable[[str], int], names: Mapping[str, str] = MappingProxyType({})) -> tuple[Unit, ...]:

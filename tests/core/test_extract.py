@@ -66,5 +66,11 @@ def test_the_summary_of_a_chat_whose_sides_are_named_opens_its_lines_with_the_na
 
 
 def test_a_labelled_chats_summary_keeps_its_own_labels_whatever_names_are_known() -> None:
-    block = split_blocks([{"role": "user", "content": "Emi: Hey Emily!"}, {"role": "assistant", "content": "Sorry, who?"}]).blocks[0]
-    assert extractive_summary(block, {"user": "Kate", "assistant": "Emily"}) == "User: Emi: Hey Emily!\nAssistant: Sorry, who?"
+    # (one label on both sides: not the names of the two sides, so the roles stay before them)
+    block = split_blocks([{"role": "user", "content": "Emi: Hey Emily!"}, {"role": "assistant", "content": "Emi: sorry, my phone"}]).blocks[0]
+    assert extractive_summary(block, {"user": "Kate", "assistant": "Emily"}) == "User: Emi: Hey Emily!\nAssistant: Emi: sorry, my phone"
+
+
+def test_one_message_that_opens_like_a_label_keeps_the_names() -> None:
+    block = split_blocks([{"role": "user", "content": "Week 6: I spent it on tomatoes."}, {"role": "assistant", "content": "Lovely."}]).blocks[0]
+    assert extractive_summary(block, {"user": "Jon", "assistant": "Gina"}) == "Jon: Week 6: I spent it on tomatoes.\nGina: Lovely."
