@@ -26,9 +26,9 @@ A chat between two people replayed as ``user`` / ``assistant`` messages (a clien
 names neither side on its lines, yet each side calls the other by name: ``Hey Gina!``, ``Thanks, Jon.``
 (:func:`called`). In each of LoCoMo's ten conversations each side calls the other so in 17 to 174 of its exchanges
 (pages) and calls itself so at most once: :func:`side_names` names all twenty sides by their full names; in
-LongMemEval's 99 user–assistant histories it names none (the assistant has no name to be called by). Where both sides are named so, what is shown of a
-page writes each message's speaker by name (``Gina: …`` where it stored ``assistant: …``): a question about "Gina"
-is then answered from lines that say who Gina is.
+LongMemEval's 99 user–assistant histories it names none (the assistant has no name to be called by). Where both
+sides are named so, what is shown of a page writes each message's speaker by name (``Gina: …`` where it stored
+``assistant: …``): a question about "Gina" is then answered from lines that say who Gina is.
 """
 
 from __future__ import annotations
