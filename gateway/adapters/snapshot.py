@@ -129,8 +129,14 @@ class ThreadSnapshot:
         not both known."""
         known = self._known
         pages = list(more)
-        calls = known.called + Counter(pair for page in pages for pair in page) if pages else known.called
-        return side_names(calls, len(known.manifests) + len(pages)) if calls else {}
+        if pages:
+            return side_names(known.called + Counter(pair for page in pages for pair in page), len(known.manifests) + len(pages))
+        # decided once per version and pages read (the counts change only with them), not on every request
+        key = ("side_names", len(known.manifests))
+        names = self.derived.get(key)
+        if names is None:
+            names = self.derived[key] = side_names(known.called, len(known.manifests)) if known.called else {}
+        return dict(names)
 
     @property
     def user_postings(self) -> Postings:
