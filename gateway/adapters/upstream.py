@@ -343,6 +343,8 @@ class LiteLLMUpstream:
 
 def _without_stream(params: Mapping[str, Any]) -> dict[str, Any]:
     kwargs = {k: v for k, v in params.items() if k not in ("stream", "model")}
+    if isinstance(kwargs.get("messages"), list):  # litellm may change a message in place; a client's may be read again
+        kwargs["messages"] = [dict(m) if type(m) is dict else m for m in kwargs["messages"]]  # (gateway.http.bodies)
     if "user" in kwargs:
         # litellm silently drops `user` for models outside OpenAI's catalog (any
         # openai-compatible server); a client that sends it expects it to arrive.

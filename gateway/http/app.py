@@ -114,7 +114,7 @@ def create_app(
     async def chat_completions(request: Request) -> Response:
         assert state.chat is not None
         body = await read_body(request, state.max_body_bytes)
-        chat_request = parse_chat_request(body, state.models, request_meta(request))
+        chat_request = parse_chat_request(body, state.models, request_meta(request), state.bodies)
         await state.admit(request, chat_request.model)
         if not chat_request.stream:
             completion = await state.chat.complete(chat_request)

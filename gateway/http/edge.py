@@ -11,6 +11,7 @@ from starlette.requests import Request
 
 from gateway.errors import PayloadTooLarge
 from gateway.http.auth import Access, principal_of
+from gateway.http.bodies import Bodies
 from gateway.http.metrics import GatewayMetrics, QueueProbe
 from gateway.service.chat import ChatService
 from gateway.service.forgetting import ThreadAdmin
@@ -37,6 +38,7 @@ class AppState:
         self.threads: ThreadInspector | None = None
         self.admin: ThreadAdmin | None = None
         self.ping: Callable[[], Any] | None = None
+        self.bodies = Bodies()  # long request bodies, to read the next of a conversation on from (gateway.http.bodies)
 
     async def admit(self, request: Request, model: str) -> None:
         """Whether the caller may call `model` now (its model list and rate; see `gateway.http.auth`)."""

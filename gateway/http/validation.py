@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from gateway.errors import InvalidRequest, ModelNotFound
+from gateway.http.bodies import Bodies
 from gateway.service.request import ChatRequest, RequestMeta
 
 __all__ = ["parse_chat_request", "json_object", "known_model"]
@@ -116,9 +117,13 @@ def known_model(data: Mapping[str, Any], models: Collection[str]) -> str:
     return model
 
 
-def parse_chat_request(body: bytes, models: Collection[str], meta: RequestMeta | None = None) -> ChatRequest:
-    """Parse and validate a request body; raise InvalidRequest / ModelNotFound."""
-    data = json_object(body)
+def parse_chat_request(
+    body: bytes, models: Collection[str], meta: RequestMeta | None = None, bodies: Bodies | None = None
+) -> ChatRequest:
+    """Parse and validate a request body; raise InvalidRequest / ModelNotFound. With ``bodies``, a long body is
+    read on from an earlier body it repeats (`gateway.http.bodies`), and kept once valid."""
+    read = bodies.read(body, json_object) if bodies is not None else None
+    data = read.data if read is not None else json_object(body)
     model = data.get("model")
     if not isinstance(model, str) or not model:
         raise InvalidRequest("you must provide a model parameter", param="model")
@@ -127,8 +132,9 @@ def parse_chat_request(body: bytes, models: Collection[str], meta: RequestMeta |
         raise InvalidRequest("you must provide a messages parameter", param="messages")
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("messages must be a non-empty array", param="messages")
-    for index, message in enumerate(messages):
-        # most messages of a long history are plain text: nothing of _check_message can fail for them
+    checked = read.reused if read is not None else 0
+    for index, message in enumerate(messages[checked:], checked):
+        # (the messages an earlier body repeated were checked with it.) Most messages of a long history are plain text: nothing of _check_message can fail for them
         if type(message) is dict and message.get("role") in _PLAIN_ROLES and type(message.get("content")) is str and "tool_calls" not in message:
             continue
         _check_message(index, message)
@@ -149,4 +155,6 @@ def parse_chat_request(body: bytes, models: Collection[str], meta: RequestMeta |
     if model not in models:
         raise ModelNotFound(f"the model {model!r} does not exist; known models: {', '.join(models)}", param="model")
     params = {k: v for k, v in data.items() if k not in ("model", "messages", "stream")}
+    if bodies is not None and read is not None:
+        bodies.keep(read)
     return ChatRequest(model=model, messages=messages, stream=stream, params=params, meta=meta or RequestMeta())

@@ -48,6 +48,26 @@ def test_non_stream_chat_returns_the_upstream_answer(client: openai.OpenAI, upst
     assert sent is not None and sent["messages"] == HELLO and sent["model"] == "fake-model"
 
 
+def test_a_long_conversation_resent_with_an_earlier_message_changed_reaches_the_upstream_as_sent(
+    client: openai.OpenAI, upstream: FakeUpstream
+) -> None:
+    # over 32 KiB: the gateway reads each body on from the one before (gateway.http.bodies)
+    history: list[dict[str, Any]] = []
+    for i in range(40):
+        history += [{"role": "user", "content": f"part {i}: " + "words " * 200}, {"role": "assistant", "content": f"noted {i}"}]
+    sent_bodies = [
+        [*history, {"role": "user", "content": "first"}],
+        [*history, {"role": "assistant", "content": "x"}, {"role": "user", "content": "second"}],
+        [*history[:10], {"role": "user", "content": "part 5 changed"}, *history[11:], {"role": "user", "content": "third"}],
+        [*history, {"role": "user", "content": "fourth", "name": "ann"}],
+    ]
+    for messages in sent_bodies:
+        upstream.script(Reply(content="ok"))
+        client.chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+        received = upstream.chat_requests[-1].body
+        assert received is not None and received["messages"] == messages
+
+
 def test_every_client_parameter_reaches_the_upstream(client: openai.OpenAI, upstream: FakeUpstream) -> None:
     tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}]
     client.chat.completions.create(
