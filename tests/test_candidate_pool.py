@@ -16,7 +16,7 @@ from gateway.core.excerpt import ExcerptOption
 from gateway.core.outside import Outside, PoolExceeded, check_outside, outside_at, outside_bound
 from gateway.core.pages import Page, PageType
 from gateway.core.worth import DEFAULT_HALF_LIFE, rank_by_age
-from gateway.service.candidate_pool import PoolTable, _first, _frontier, candidate_pool, refreshed
+from gateway.service.candidate_pool import PoolTable, _first, _frontier, candidate_pool, cost_runs, refreshed
 
 NOW = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
 
@@ -42,9 +42,27 @@ def test_the_outside_pages_no_other_dominates_decide_the_check(
     totals = np.cumsum([0, *(step for _, step in pops)]).tolist()
     popped = [(value, totals[i]) for i, (value, _) in enumerate(pops)]
     every = [Outside(w, c) for w, c in outside]
-    kept = _frontier(np.array([w for w, _ in outside]), np.array([c for _, c in outside], dtype=np.int64))
+    cheapest = np.array([c for _, c in outside], dtype=np.int64)
+    kept = _frontier(np.array([w for w, _ in outside]), cheapest, cost_runs(cheapest))
     assert set(kept) <= set(every)
     assert _raises(kept, popped, totals[-1], limit) == _raises(every, popped, totals[-1], limit)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pages=st.lists(st.tuples(st.sampled_from([0.1, 0.2, 0.5, 1.0, 2.0]), st.integers(1, 12), st.booleans()), max_size=40),
+)
+def test_the_frontier_by_costs_is_the_frontier_page_by_page(pages: list[tuple[float, int, bool]]) -> None:
+    # the pages outside (the flag) sorted page by page, as the frontier was first found, against the costs' best
+    worth = np.array([w if out else -np.inf for w, _, out in pages])
+    cheapest = np.array([c for _, c, _ in pages], dtype=np.int64)
+    outside = [(w, c) for w, c, out in pages if out]
+    expected, least = [], None
+    for w, c in sorted(outside, key=lambda p: (-p[0], p[1])):
+        if least is None or c < least:
+            expected.append(Outside(w, c))
+            least = c
+    assert _frontier(worth, cheapest, cost_runs(cheapest)) == expected
 
 
 def _manifest(n: int, hours: float, detail: int, background: int) -> Manifest:

@@ -104,19 +104,28 @@ class PoolTable:
     gain: npt.NDArray[np.float64]  # Manifest.bound: the best first step's gain per token, the cheapest entry
     cheapest: npt.NDArray[np.int64]
     by_id: npt.NDArray[np.int64]  # each page's place in id order: the fill's last tie-break
+    runs: tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]  # cost_runs(cheapest)
 
     @classmethod
     def of(cls, roots: Sequence[str], manifests: Mapping[str, Manifest]) -> PoolTable:
         bounds = [manifests[r].bound for r in roots]
         by_id = np.empty(len(roots), dtype=np.int64)
         by_id[sorted(range(len(roots)), key=roots.__getitem__)] = np.arange(len(roots))
+        cheapest = np.array([least for _, least in bounds], dtype=np.int64)
         return cls(
             tuple(roots), {r: i for i, r in enumerate(roots)},
             np.array([manifests[r].written_us for r in roots], dtype=np.int64),
             np.array([manifests[r].written_ts for r in roots], dtype=np.float64),
             np.array([gain for gain, _ in bounds], dtype=np.float64),
-            np.array([least for _, least in bounds], dtype=np.int64), by_id,
+            cheapest, by_id, cost_runs(cheapest),
         )  # fmt: skip
+
+
+def cost_runs(cheapest: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """The pages in order of their cheapest entry (a stable sort), and where each cost's run of them begins."""
+    by_cost = np.argsort(cheapest, kind="stable")
+    costs = cheapest[by_cost]
+    return by_cost, np.flatnonzero(np.concatenate(([True], costs[1:] != costs[:-1]))) if len(costs) else np.zeros(0, dtype=np.intp)
 
 
 def _first(
@@ -131,16 +140,27 @@ def _first(
     return near[np.lexsort((by_id[near], -stamp[near], -rank[near]))][:size]
 
 
-def _frontier(worth: npt.NDArray[np.float64], cheapest: npt.NDArray[np.int64]) -> list[Outside]:
+def _frontier(
+    worth: npt.NDArray[np.float64], cheapest: npt.NDArray[np.int64], runs: tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]
+) -> list[Outside]:
     """The pages (as :class:`Outside`) that no other page is worth at least as much as and cheaper or as cheap
     as: if none of them can be shown, neither can the others. A page's room is the budget left when the fill
     first pops a step worth less than it, which is no more for a page worth less; so a page worth at most
-    another's, whose cheapest entry costs at least as much, is shown only if that other one is."""
-    order = np.lexsort((cheapest, -worth))  # most worth first, the cheaper first among equals
-    cheapest_sorted = cheapest[order]
-    best_before = np.minimum.accumulate(np.concatenate(([np.iinfo(np.int64).max], cheapest_sorted[:-1])))
-    keep = order[cheapest_sorted < best_before]
-    return [Outside(float(worth[i]), int(cheapest[i])) for i in keep]
+    another's, whose cheapest entry costs at least as much, is shown only if that other one is. ``worth`` is every
+    page's, -inf for a page that is not outside; ``runs`` is :func:`cost_runs` of ``cheapest``.
+
+    Only the most worth of each cost can be on that frontier, so the costs' best (one pass over the pages, in
+    their order by cost) are what is sorted: as many as there are distinct costs, not pages."""
+    by_cost, starts = runs
+    best = np.maximum.reduceat(worth[by_cost], starts) if len(worth) else np.zeros(0)
+    costs = cheapest[by_cost[starts]] if len(worth) else np.zeros(0, dtype=np.int64)
+    present = best > -np.inf
+    best, costs = best[present], costs[present]
+    order = np.lexsort((costs, -best))  # most worth first, the cheaper first among equals
+    costs_sorted = costs[order]
+    best_before = np.minimum.accumulate(np.concatenate(([np.iinfo(np.int64).max], costs_sorted[:-1])))
+    keep = order[costs_sorted < best_before]
+    return [Outside(float(best[i]), int(costs[i])) for i in keep]
 
 
 def kept_table(derived: dict[Hashable, Any], roots: Sequence[str], manifests: Mapping[str, Manifest]) -> PoolTable:
@@ -230,7 +250,7 @@ def candidate_pool(
         rest.append(outside_at(float(rank[i]), gain, least))
     if out.any():
         # outside_at, page by page
-        rest += _frontier(rank[out] ** RELEVANCE_POWER * table.gain[out] * OUTSIDE_MARGIN, table.cheapest[out])
+        rest += _frontier(np.where(out, rank ** RELEVANCE_POWER * table.gain * OUTSIDE_MARGIN, -np.inf), table.cheapest, table.runs)
     # in conversation order, as the fit lists its views
     return [roots[i] for i in sorted(table.position[r] for r in chosen if r in table.position)], rest
 

@@ -50,7 +50,7 @@ from gateway.core.lexical import (
 from gateway.core.lru import Lru
 from gateway.core.when import named_span
 from gateway.core.worth import RELEVANCE_POWER
-from gateway.service.router_arrays import ALIGNED_PER_THREAD, ALIGNED_THREADS, Aligned, VectorCache, bm25_array
+from gateway.service.router_arrays import ALIGNED_PER_THREAD, ALIGNED_THREADS, Aligned, VectorCache, bm25_array, first_by_value
 from gateway.errors import GatewayError
 
 __all__ = ["Router", "Selection", "matched_on", "reconstruct_query"]
@@ -106,6 +106,8 @@ class Selection:
     # router-model; heuristic; router-model-fallback (asked, but it failed or timed out); unranked (nothing to
     # choose: every page fits whole, or none can; gateway.service.context)
     decided_by: str
+    # ``relevance``'s values in the order of the pages scored, where the router's own scores are the relevance
+    scores: npt.NDArray[np.float64] | None = None
 
 
 Positions = Sequence[int] | npt.NDArray[np.intp]  # pages by their position among the scored ones
@@ -286,14 +288,14 @@ class Router:
         scores = _answer_form(scores, query, holding)
         relevance = dict(zip(ids, scores.tolist()))
         # best first, ties in conversation order (a stable sort on the negated scores, as sorted() would)
-        shortlist = [ids[i] for i in np.argsort(-scores, kind="stable")[: self._settings.shortlist]]
+        shortlist = [ids[i] for i in first_by_value(scores, self._settings.shortlist).tolist()]
         decided = await self._ask_router(text, shortlist, roots, relevance)
         if decided is not None:
             return Selection(decided[0], decided[1], text, "router-model")
         asked = self._settings.router_model is not None and bool(shortlist)
         # without a router model the budget alone chooses every page's view: Detail picks by score changed no
         # question of any shape (the rule audit of docs/benchmarks.md)
-        return Selection(relevance, {}, text, "router-model-fallback" if asked else "heuristic")
+        return Selection(relevance, {}, text, "router-model-fallback" if asked else "heuristic", scores)
 
     def _columns(self, roots: Sequence[Manifest]) -> tuple[list[str], npt.NDArray[np.float64]]:
         """The pages' ids and times, kept for the last few lists of pages (a request passes the list its thread's

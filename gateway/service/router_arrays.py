@@ -15,7 +15,7 @@ import numpy.typing as npt
 from gateway.adapters.postings import Documents
 from gateway.core.lru import Lru
 
-__all__ = ["ALIGNED_PER_THREAD", "ALIGNED_THREADS", "Aligned", "VectorCache", "bm25_array"]
+__all__ = ["ALIGNED_PER_THREAD", "ALIGNED_THREADS", "Aligned", "VectorCache", "bm25_array", "first_by_value"]
 
 ALIGNED_THREADS = 32  # threads whose last requests' page vectors are kept in order
 # per thread, the last requests' pages: two, for requests whose budgets keep different recent turns out of the pool
@@ -146,3 +146,17 @@ def _term_scores(
     frequency = len(f)
     weight = math.log(1.0 + (n - frequency + 0.5) / (frequency + 0.5))
     return window, weight * f * (k1 + 1.0) / (f + norms[window])
+
+
+def first_by_value(values: npt.NDArray[np.float64], k: int) -> npt.NDArray[np.intp]:
+    """The positions of ``values``' first ``k`` in the order ``np.argsort(-values, kind="stable")`` gives (highest
+    first, ties by position), sorting only the values as high as the ``k``-th and its ties: a request reads the
+    first few of a ranking of every page."""
+    n = len(values)
+    if k >= n:
+        return np.argsort(-values, kind="stable")[:k]
+    if k <= 0:
+        return np.zeros(0, dtype=np.intp)
+    bar = np.partition(values, n - k)[n - k]  # the k-th highest
+    near = np.flatnonzero(values >= bar)  # (in position order: the stable sort keeps it among ties)
+    return near[np.argsort(-values[near], kind="stable")][:k]

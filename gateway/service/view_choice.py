@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
+import numpy.typing as npt
 
 from gateway.adapters.manifests import Manifest
 from gateway.adapters.postings import Documents
@@ -27,6 +28,7 @@ from gateway.service.page_excerpts import Names, Offer, PageExcerpts
 from gateway.service.page_tree import kept
 from gateway.service.rendering import Rendering
 from gateway.service.router import Router, Selection, matched_on
+from gateway.service.router_arrays import first_by_value
 
 __all__ = ["RECENT_SHARE", "Fitted", "Layout", "ViewChoice"]
 
@@ -250,8 +252,14 @@ class ViewChoice:
                 lambda: snapshot.user_postings.documents(scored_ids, own_lengths), now, named.keys(),
             )
         relevance = dict(selection.relevance)
-        for container, pages in folded.items():
-            relevance[container] = CONTAINER_SHARE * max((relevance[p] for p in pages), default=0.0)
+        if selection.scores is not None and folded:  # each laid-open container's best page, by the scores' array
+            containers, positions, starts = kept(snapshot, "folded_positions", flow, lambda: _folded_positions(folded, scored_ids))
+            best = np.maximum.reduceat(selection.scores[positions], starts) if len(positions) else np.zeros(0)
+            of = dict(zip(containers, (CONTAINER_SHARE * best).tolist()))
+            relevance.update({container: of.get(container, 0.0) for container in folded})
+        else:
+            for container, pages in folded.items():
+                relevance[container] = CONTAINER_SHARE * max((relevance[p] for p in pages), default=0.0)
         if follows in relevance:  # the exchange the live turn continues (Layout.follows): it takes what the others leave
             relevance[follows] = max(relevance[follows], LEFTOVER)
         relevance.update({page: 1.0 for page in state if page in relevance})  # the model opened it: keep it open
@@ -299,21 +307,36 @@ class ViewChoice:
 
 class _Ranked:
     """The pages with a relevance above 0, best first, ties in conversation order (a stable sort on the negated
-    relevance, as sorted(reverse=True) would give them), made into ids only as far as they are sliced: a request
-    reads the first few of a ranking of every page."""
+    relevance, as sorted(reverse=True) would give them), ranked and made into ids only as far as they are sliced: a
+    request reads the first few of a ranking of every page."""
 
     def __init__(self, scored: Sequence[str], relevance: Mapping[str, float]) -> None:
         self._ids = scored
-        values = np.fromiter(map(relevance.__getitem__, scored), dtype=np.float64, count=len(scored))
-        order = np.argsort(-values, kind="stable")
-        self._order = order[: int(np.count_nonzero(values > 0))]
+        self._values = np.fromiter(map(relevance.__getitem__, scored), dtype=np.float64, count=len(scored))
+        self._positive = int(np.count_nonzero(self._values > 0))
+        self._order = np.zeros(0, dtype=np.intp)  # the ranking's first pages, as far as it was read
 
     def __len__(self) -> int:
-        return len(self._order)
+        return self._positive
 
     def __getitem__(self, part: slice) -> list[str]:
+        stop = part.indices(self._positive)[1]
+        if stop > len(self._order):  # ranked further: at least twice as far, for the next slice
+            self._order = first_by_value(self._values, min(max(stop, 2 * len(self._order), 64), self._positive))
         ids = self._ids
-        return [ids[i] for i in self._order[part].tolist()]
+        return [ids[i] for i in self._order[: self._positive][part].tolist()]
+
+
+def _folded_positions(
+    folded: Mapping[str, tuple[str, ...]], scored_ids: Sequence[str]
+) -> tuple[list[str], npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """The laid-open containers that hold pages, their pages' positions among ``scored_ids`` one container after
+    another, and where each container's begin (for ``np.maximum.reduceat``)."""
+    at = {page: i for i, page in enumerate(scored_ids)}
+    containers = [c for c, pages in folded.items() if pages]
+    sizes = [len(folded[c]) for c in containers]
+    positions = np.fromiter((at[p] for c in containers for p in folded[c]), dtype=np.intp, count=sum(sizes))
+    return containers, positions, np.cumsum([0, *sizes[:-1]], dtype=np.intp)
 
 
 def _scored(
