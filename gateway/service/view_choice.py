@@ -332,7 +332,7 @@ def _folded_positions(
 ) -> tuple[list[str], npt.NDArray[np.intp], npt.NDArray[np.intp]]:
     """The laid-open containers that hold pages, their pages' positions among ``scored_ids`` one container after
     another, and where each container's begin (for ``np.maximum.reduceat``)."""
-    at = {page: i for i, page in enumerate(scored_ids)}
+    at = dict(zip(scored_ids, range(len(scored_ids))))
     containers = [c for c, pages in folded.items() if pages]
     sizes = [len(folded[c]) for c in containers]
     positions = np.fromiter((at[p] for c in containers for p in folded[c]), dtype=np.intp, count=sum(sizes))
