@@ -34,8 +34,8 @@ __all__ = ["Bodies", "Read"]
 
 MIN_BYTES = 1 << 15  # a body this long or longer is kept and may be resumed from (orjson reads 32 KiB in ~0.05 ms)
 HEAD_BYTES = 512  # bodies are looked up by their first bytes: the request's parameters before, or its first message
-MAX_BODIES = 64
-MAX_BYTES = 256 << 20
+MAX_BODIES = 32
+MAX_BYTES = 64 << 20  # (their decoded messages, kept with them, take a few times that)
 _CHUNK = 1 << 16  # bytes compared at a time where two bodies differ (an earlier message edited)
 PER_HEAD = 4  # bodies kept under one head: conversations that open alike (one system prompt), or a branch
 _IMMUTABLE = (str, int, float, bool, type(None))
