@@ -6,8 +6,8 @@ that ``--redis`` names, under a key prefix of its own (``pcpprof-<turns>``), wit
 later runs with the same ``--turns`` find it there and only ask. Each measured request is parsed from its JSON body
 and served by the real `ChatService` (the scripted fake upstream on loopback answers); its CPU is this process's
 (`time.process_time`: all threads), the JSON decoding of its body measured beside (as the gateway's edge reads it: on
-from the previous body, `gateway.http.bodies`; and, outside the request's CPU, the whole body by orjson). ``--profile`` prints cProfile's
-top functions over the measured requests (cumulative, then own time).
+from the previous body, `gateway.http.bodies`; and, outside the request's CPU, the whole body by orjson).
+``--profile`` prints cProfile's top functions over the measured requests (cumulative, then own time).
 
 Run from the repository root (``--flush`` stores the thread again):
 

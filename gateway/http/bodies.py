@@ -73,7 +73,9 @@ class Read:
 
 def _unshared(messages: list[Any], offset: int = 0) -> tuple[int, ...]:
     """The positions (shifted by ``offset``) of the messages that are not objects of immutable values only."""
-    return tuple(offset + i for i, m in enumerate(messages) if type(m) is not dict or not all(isinstance(v, _IMMUTABLE) for v in m.values()))
+    return tuple(
+        offset + i for i, m in enumerate(messages) if type(m) is not dict or not all(isinstance(v, _IMMUTABLE) for v in m.values())
+    )
 
 
 def _skip(text: str, i: int) -> int:

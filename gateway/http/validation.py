@@ -133,8 +133,8 @@ def parse_chat_request(
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("messages must be a non-empty array", param="messages")
     checked = read.reused if read is not None else 0
-    for index, message in enumerate(messages[checked:], checked):
-        # (the messages an earlier body repeated were checked with it.) Most messages of a long history are plain text: nothing of _check_message can fail for them
+    for index, message in enumerate(messages[checked:], checked):  # (those an earlier body repeated: checked with it)
+        # most messages of a long history are plain text: nothing of _check_message can fail for them
         if type(message) is dict and message.get("role") in _PLAIN_ROLES and type(message.get("content")) is str and "tool_calls" not in message:
             continue
         _check_message(index, message)
