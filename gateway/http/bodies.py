@@ -62,13 +62,10 @@ class Read:
     data: dict[str, Any]
     reused: int = 0
     layout: _Layout | None = field(default=None, repr=False)
-    # the messages as decoded, whatever a consumer does to ``data``'s list; and the body this one was read on from
+    # the messages as decoded, whatever a consumer does to ``data``'s list (set when read on, or when kept); and the
+    # body this one was read on from
     messages: tuple[Any, ...] = field(default=(), repr=False)
     parent: Read | None = field(default=None, repr=False)
-
-    def __post_init__(self) -> None:
-        if not self.messages and isinstance(self.data.get("messages"), list):
-            self.messages = tuple(self.data["messages"])
 
 
 def _unshared(messages: list[Any], offset: int = 0) -> tuple[int, ...]:
@@ -195,6 +192,8 @@ class Bodies:
         """Keep ``read`` (a body the request accepted) to resume later bodies from."""
         if len(read.body) < MIN_BYTES or id(read) in self._kept:
             return
+        if not read.messages and isinstance(read.data.get("messages"), list):  # (no consumer has had the list yet)
+            read.messages = tuple(read.data["messages"])
         parent, read.parent = read.parent, None
         if parent is not None and parent.layout is not None and read.reused >= len(parent.layout.ends) - 1:
             self._drop(parent)  # the body this one continues (or whose live message it replaces) is not needed again
@@ -249,8 +248,7 @@ class Bodies:
         for key, value in rest.items():
             if key != "messages":
                 data[key] = value
-        read = Read(body, data, m, messages=(*messages,), parent=earlier)
-        data["messages"] = messages[:]  # (the consumer's list; `read.messages` stays as decoded)
+        read = Read(body, data, m, messages=tuple(messages), parent=earlier)  # (the list is the consumer's)
         scanner = _Scanner(body, base)
         elements = scanner.elements(0, first=not m)
         if elements is not None and len(elements[0]) == len(new):

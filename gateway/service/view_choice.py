@@ -252,14 +252,14 @@ class ViewChoice:
                 lambda: snapshot.user_postings.documents(scored_ids, own_lengths), now, named.keys(),
             )
         relevance = dict(selection.relevance)
-        if selection.scores is not None and folded:  # each laid-open container's best page, by the scores' array
+        if folded:  # each laid-open container's best page, by one pass over the scores in the pages' order
+            values = selection.scores
+            if values is None:  # (a router model's relevance)
+                values = np.fromiter(map(relevance.__getitem__, scored_ids), dtype=np.float64, count=len(scored_ids))
             containers, positions, starts = kept(snapshot, "folded_positions", flow, lambda: _folded_positions(folded, scored_ids))
-            best = np.maximum.reduceat(selection.scores[positions], starts) if len(positions) else np.zeros(0)
+            best = np.maximum.reduceat(values[positions], starts) if len(positions) else np.zeros(0)
             of = dict(zip(containers, (CONTAINER_SHARE * best).tolist()))
             relevance.update({container: of.get(container, 0.0) for container in folded})
-        else:
-            for container, pages in folded.items():
-                relevance[container] = CONTAINER_SHARE * max((relevance[p] for p in pages), default=0.0)
         if follows in relevance:  # the exchange the live turn continues (Layout.follows): it takes what the others leave
             relevance[follows] = max(relevance[follows], LEFTOVER)
         relevance.update({page: 1.0 for page in state if page in relevance})  # the model opened it: keep it open
@@ -324,7 +324,7 @@ class _Ranked:
         if stop > len(self._order):  # ranked further: at least twice as far, for the next slice
             self._order = first_by_value(self._values, min(max(stop, 2 * len(self._order), 64), self._positive))
         ids = self._ids
-        return [ids[i] for i in self._order[: self._positive][part].tolist()]
+        return [ids[i] for i in self._order[part].tolist()]
 
 
 def _folded_positions(
