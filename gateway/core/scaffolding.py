@@ -135,8 +135,16 @@ class Layout:
         rest = [json.dumps(value, separators=(",", ":")) for value in (self.kinds, self.live, self.hints)]
         return f'{{"v":{LAYOUT_VERSION},"ids":{ids},"heads":{heads},"kinds":{rest[0]},"live":{rest[1]},"hints":{rest[2]}}}'
 
-    def lists(self) -> tuple[str, str]:
-        """The ids and the heads as they are written in :meth:`dumps`."""
+    def lists(self, before: tuple[Layout, tuple[str, str]] | None = None) -> tuple[str, str]:
+        """The ids and the heads as they are written in :meth:`dumps`; ``before``, an earlier layout with its lists:
+        when its ids and heads begin this one's (a chat's next request), its lists are written on from."""
+        if before is not None:
+            layout, written = before
+            n = len(layout.ids)
+            if 0 < n < len(self.ids) and self.ids[:n] == layout.ids and self.heads[:n] == layout.heads:
+                more = (json.dumps(self.ids[n:], separators=(",", ":")), json.dumps(self.heads[n:], separators=(",", ":")))
+                ids, heads = (f"{old[:-1]},{new[1:]}" for old, new in zip(written, more))
+                return ids, heads
         return json.dumps(self.ids, separators=(",", ":")), json.dumps(self.heads, separators=(",", ":"))
 
     @classmethod
@@ -189,9 +197,10 @@ def decide(
     if previous.hints == hints and tuple(ids) == previous.ids and len(set(ids)) == len(ids):
         # the same blocks as the previous request (a new question on the same history, a retry, a tool round): each
         # keeps its kind, and no marker has a new block to look at (what the rule below gives, without its walk)
-        kinds_of = previous.kinds
-        scaffold = frozenset(m.start() for m in re.finditer(SCAFFOLD, kinds_of))
-        return Decision(scaffold, Layout(previous.ids, previous.heads, kinds_of, live, hints))
+        return Decision(_scaffold(previous.kinds), Layout(previous.ids, previous.heads, previous.kinds, live, hints))
+    grown = _grown(blocks, ids, previous, live, hints, pins, preamble) if previous.hints == hints else None
+    if grown is not None:
+        return grown
     known = dict(zip(previous.ids, previous.heads))
     heads = tuple(known[i] if i in known else head_of(block.anchor_text) for i, block in zip(ids, blocks))
     fresh = range(len(ids)) if previous.hints != hints else (i for i, block_id in enumerate(ids) if block_id not in known)
@@ -201,8 +210,39 @@ def decide(
         kinds[i] = SCAFFOLD
     if trailing:  # by this request's structure alone: a pin in a plain chat makes no preamble of its history
         _lead(blocks, kinds)
-    scaffold = frozenset(i for i, kind in enumerate(kinds) if kind == SCAFFOLD)
-    return Decision(scaffold, Layout(tuple(ids), heads, "".join(kinds), live, hints))
+    joined = "".join(kinds)
+    return Decision(_scaffold(joined), Layout(tuple(ids), heads, joined, live, hints))
+
+
+def _scaffold(kinds: str) -> frozenset[int]:
+    """The positions of the scaffolding in ``kinds`` (found by the regex engine: a chat of thousands has a few)."""
+    return frozenset(m.start() for m in re.finditer(SCAFFOLD, kinds))
+
+
+def _grown(
+    blocks: Sequence[Block], ids: Sequence[str], previous: Layout, live: str, hints: str,
+    pins: Sequence[re.Pattern[str]], preamble: Sequence[re.Pattern[str]],
+) -> Decision | None:
+    """The decision for the previous request's blocks, all of them in their order, with new ones after them (a
+    chat's next request), found without the rule's walk over every block: what `_structural` gives them (each old
+    block keeps its kind, the new ones are growth: nothing is gone and nothing comes after the growth, so nothing
+    trails it), with the markers looking at the new blocks it has not seen. ``None`` when the request is not that
+    (or the previous one repeated a block: its copies take their last kind, which the walk decides)."""
+    n = len(previous.ids)
+    if len(ids) <= n or tuple(ids[:n]) != previous.ids:
+        return None
+    seen = set(previous.ids)
+    if len(seen) != n:
+        return None
+    heads = previous.heads + tuple(head_of(block.anchor_text) for block in blocks[n:])
+    kinds = previous.kinds + GROWN * (len(ids) - n)
+    hinted = _hinted(blocks, (i for i in range(n, len(ids)) if ids[i] not in seen), pins, preamble)
+    if hinted:
+        marked = list(kinds)
+        for i in hinted:
+            marked[i] = SCAFFOLD
+        kinds = "".join(marked)
+    return Decision(_scaffold(kinds), Layout(tuple(ids), heads, kinds, live, hints))
 
 
 def _structural(ids: Sequence[str], heads: Sequence[str], previous: Layout) -> tuple[list[str], bool]:

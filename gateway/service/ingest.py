@@ -172,7 +172,10 @@ class Ingestion:
         if store and layout is not None and layout != previous:
             # a layout of the same blocks writes them as the last one did: only what changed is written anew
             same = kept is not None and kept.layout is not None and layout.ids is kept.layout.ids and layout.heads is kept.layout.heads
-            lists = (kept.lists or kept.layout.lists()) if same and kept is not None and kept.layout is not None else layout.lists()
+            if same and kept is not None and kept.layout is not None:
+                lists = kept.lists or kept.layout.lists()
+            else:  # (a layout that grew from the kept one: its lists written on from the kept ones)
+                lists = layout.lists((kept.layout, kept.lists) if kept is not None and kept.layout is not None and kept.lists is not None else None)
             raw = layout.dumps(lists)
             await self._store.save_layout(thread, raw)
             self._layouts.put(thread.scope, _KeptLayout(raw, layout, lists))

@@ -7,7 +7,10 @@ import re
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from gateway.core import scaffolding
 from gateway.core.blocks import split_blocks
 from gateway.core.pages import page_id
 from gateway.core.scaffolding import PREAMBLE_BLOCKS, Layout, compile_pins, head_of, is_plain_exchange, scaffolding_blocks
@@ -320,3 +323,41 @@ def test_a_layout_is_written_as_json_whether_or_not_its_lists_were_written_befor
                           separators=(",", ":"))
     assert layout.dumps() == layout.dumps(layout.lists()) == expected
     assert Layout.loads(layout.dumps()) == layout
+
+
+# A chat's next request (the previous blocks, all of them, and new ones after) is decided without the rule's walk:
+# the decision must be the walk's, whatever the blocks (pinned, a preamble marker, blocks said again).
+
+_BLOCKS = [
+    *(pair(f"Turn {n}: a question", "Ok.") for n in range(6)),  # short answers said again word for word
+    REPO, SWITCHED, files("a = 1"), files("a = 2"), EXAMPLES[:2], EXAMPLES[2:],
+]
+
+
+@settings(max_examples=150, deadline=None)
+@given(grows=st.lists(st.lists(st.integers(0, len(_BLOCKS) + 30), min_size=1, max_size=3), min_size=1, max_size=6),
+       first=st.lists(st.integers(0, len(_BLOCKS) + 30), max_size=5), marked=st.booleans())
+def test_a_chat_that_grows_at_its_end_is_decided_as_the_walk_decides_it(
+    grows: list[list[int]], first: list[int], marked: bool
+) -> None:
+    def block(n: int) -> list[Message]:
+        return _BLOCKS[n] if n < len(_BLOCKS) else turn(n)
+
+    pins, preamble = (PINS, PREAMBLE) if marked else ((), ())
+    done = [m for n in first for m in block(n)]
+    remembered: tuple[str | None, str | None] = (None, None)
+    for step, more in enumerate(grows):
+        messages = [SYSTEM, *done, live(100 + step)]
+        split = split_blocks(messages)
+        ids = [page_id(b.text) for b in split.blocks]
+        fast = decide_layout(split.blocks, ids, split.tail, Layout.loads(remembered[0]), pins, preamble)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(scaffolding, "_grown", lambda *_: None)
+            walked = decide_layout(split.blocks, ids, split.tail, Layout.loads(remembered[1]), pins, preamble)
+        assert fast == walked
+        if fast.layout is not None:
+            previous = Layout.loads(remembered[0])
+            lists = fast.layout.lists((previous, previous.lists()) if previous is not None else None)
+            assert lists == fast.layout.lists()
+            remembered = (fast.layout.dumps(lists), walked.layout.dumps() if walked.layout is not None else remembered[1])
+        done += [m for n in more for m in block(n)] + pair(f"Turn {100 + step}: a question about topic {100 + step}", "Ok.")
