@@ -125,3 +125,23 @@ def test_the_first_pages_in_the_fill_s_order_are_those_of_a_full_sort(pages: lis
     stamp = np.array([t for _, t in pages])
     by_id = np.array(rnd.sample(range(len(pages)), len(pages)), dtype=np.int64)
     assert _first(size, rank, stamp, by_id).tolist() == np.lexsort((by_id, -stamp, -rank))[:size].tolist()
+
+
+def _tables_equal(a: PoolTable, b: PoolTable) -> None:
+    assert (a.roots, a.position, a.in_id_order) == (b.roots, b.position, b.in_id_order)
+    for name in ("written_us", "written_ts", "gain", "cheapest", "by_id"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    assert all(np.array_equal(x, y) for x, y in zip(a.runs, b.runs))
+
+
+@settings(max_examples=200, deadline=None)
+@given(ids=st.lists(st.integers(0, 10_000), min_size=1, max_size=40, unique=True), grown=st.lists(st.integers(0, 40), max_size=3))
+def test_a_table_grown_by_pages_is_the_table_of_all_of_them(ids: list[int], grown: list[int]) -> None:
+    manifests = {m.page.id: m for m in (_manifest(n, n % 97, 5 + n % 13, 3 + n % 7) for n in ids)}
+    roots = list(manifests)
+    cuts = sorted({min(c, len(roots)) for c in grown} | {len(roots)})
+    table = PoolTable.of(roots[: cuts[0]], manifests)
+    for start, end in zip(cuts, cuts[1:]):
+        table = table.grown(roots[start:end], manifests)
+        _tables_equal(table, PoolTable.of(roots[:end], manifests))
+    _tables_equal(table, PoolTable.of(roots, manifests))

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from gateway.core.lexical import _length_norms, drop_terms, terms, words
+from gateway.core.lexical import drop_terms, terms, words
 
 __all__ = ["Documents", "Postings"]
 
@@ -63,13 +63,20 @@ class Postings:
         key = tuple(ids)
         kept = self._kept.get(key)
         if kept is None:
-            order = {page_id: position for position, page_id in enumerate(ids)}
             added = self._added
-            if len(order) != len(ids) or any(page_id not in added for page_id in ids):
+            # a chat's next request: the documents of one before it and a page or two more (only those are walked)
+            before = next((k for k in reversed(self._kept.values()) if len(k.ids) < len(key) and key[: len(k.ids)] == k.ids), None)
+            start = len(before.ids) if before is not None else 0
+            more = key[start:]
+            order = {**before.order} if before is not None else {}
+            order.update((page_id, start + place) for place, page_id in enumerate(more))
+            if len(order) != len(ids) or any(page_id not in added for page_id in more):
                 return None
             # each added page's position among the documents (-1: not one of them)
             position = np.full(len(added), -1, dtype=np.intp)
-            position[np.fromiter(map(added.__getitem__, ids), dtype=np.intp, count=len(ids))] = np.arange(len(ids))
+            if before is not None:
+                position[: len(before.position)] = before.position
+            position[np.fromiter(map(added.__getitem__, more), dtype=np.intp, count=len(more))] = np.arange(start, len(ids))
             kept = self._kept[key] = _Kept(key, order, position)
             while len(self._kept) > DOCUMENTS_KEPT:
                 self._kept.popitem(last=False)
@@ -183,7 +190,7 @@ class Documents:
         key = (self._lengths_key(), neighbours, k1, b)
         kept = self._kept
         if kept.scoring is None or kept.scoring[0] != key:
-            kept.scoring = (key, _length_norms(self._lengths, neighbours, k1, b))
+            kept.scoring = (key, length_norms(self._lengths, neighbours, k1, b))
         return kept.scoring
 
     def _lengths_key(self) -> tuple[int, ...]:
@@ -194,4 +201,19 @@ class Documents:
         key = tuple(self._lengths)
         kept.lengths = (self._lengths, key)
         return key
+
+
+def length_norms(lengths: Sequence[int], neighbours: float, k1: float, b: float) -> list[float]:
+    """``lexical._length_norms``, float for float (the same operations on each length, in the same order, and the
+    average summed by Python's ``sum`` in the same order), with arrays instead of a Python pass per document: a
+    thread's thousands of pages are new documents each time a page joins them."""
+    values = np.asarray(lengths, dtype=np.float64)
+    if neighbours and len(values):
+        around = np.zeros(len(values))
+        around[1:] += values[:-1]  # (0.0 + the one before: exact, as the plain function's 0.0 at the ends)
+        around[:-1] += values[1:]
+        values = values + neighbours * around
+    windowed = values.tolist()
+    average = (sum(windowed) / len(windowed)) or 1.0
+    return (k1 * ((1.0 - b) + b * values / average)).tolist()  # type: ignore[no-any-return]
 

@@ -22,7 +22,8 @@ from gateway.core.labels import side_names
 
 __all__ = ["PageReader", "ThreadSnapshot"]
 
-DERIVED_KEPT = 16  # values a thread's version keeps for the request path (ThreadSnapshot.derived): a few trees
+DERIVED_KEPT = 32  # values a thread's version keeps for the request path (ThreadSnapshot.derived): a few requests'
+# (a request derives ~10 from its trees; the last requests' are what the next one extends: gateway.service.page_tree)
 
 
 class PageReader(Protocol):
@@ -112,10 +113,13 @@ class ThreadSnapshot:
     def derived(self) -> dict[Hashable, Any]:
         """What the request path derives from this version's pages and links, for the next request to reuse
         (nothing in it can go stale: the version changes with any stored page or link; a key must name
-        everything else the value depends on). Bounded: emptied when it holds more than DERIVED_KEPT values."""
-        if len(self._known.derived) > DERIVED_KEPT:
-            self._known.derived.clear()
-        return self._known.derived
+        everything else the value depends on). Bounded: past DERIVED_KEPT values the oldest quarter goes (the
+        last requests' are what the next one grows from)."""
+        derived = self._known.derived
+        if len(derived) > DERIVED_KEPT:
+            for key in list(derived)[: DERIVED_KEPT // 4]:
+                del derived[key]
+        return derived
 
     @property
     def postings(self) -> Postings:

@@ -138,6 +138,24 @@ class PageTree:
         consolidated = frozenset(children)
         return cls(tuple(roots), {key: value for key, value in children.items() if value}, consolidated)
 
+    def grown(self, leaves: Sequence[str]) -> PageTree:
+        """This tree with ``leaves`` (Original pages, none of them in it) added as its last roots: the tree
+        ``PageTree(roots + leaves, children, consolidated)`` is, without walking again the pages it already has
+        (a chat's next request adds an exchange or two to a tree of thousands)."""
+        parents: dict[str, str | None] = self._parents.copy()  # type: ignore[attr-defined]  # (a MappingProxyType: the dict's own copy)
+        for leaf in leaves:
+            if leaf in parents:
+                raise ValueError(f"page {leaf} appears twice in the page tree")
+            if leaf in self.consolidated:
+                raise ValueError(f"page {leaf} is a Consolidated page, not a leaf")
+            parents[leaf] = None
+        tree = object.__new__(PageTree)
+        object.__setattr__(tree, "roots", self.roots + tuple(leaves))
+        object.__setattr__(tree, "children", self.children)
+        object.__setattr__(tree, "consolidated", self.consolidated)
+        object.__setattr__(tree, "_parents", MappingProxyType(parents))
+        return tree
+
     def __contains__(self, page_id: object) -> bool:
         return page_id in self._parents
 

@@ -9,6 +9,7 @@ pages that no other outside page dominates, become Python objects.
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,11 +20,13 @@ import numpy as np
 import numpy.typing as npt
 
 from gateway.adapters.manifests import Manifest, micros
+from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.core import Candidate, Excerpt, LineHolds, PageTree, View, ViewState, view_of
 from gateway.core.outside import OUTSIDE_MARGIN, Outside, outside_at, outside_bound
 from gateway.core.pages import utc
 from gateway.core.worth import AGE_FLOOR, DEFAULT_HALF_LIFE, FLOOR, NODE_OVERHEAD, RELEVANCE_POWER
 from gateway.service.page_excerpts import Offer
+from gateway.service.page_tree import kept
 
 __all__ = ["POOL_SPARES", "PoolTable", "candidate_of", "candidate_pool", "fits_whole", "kept_table", "refreshed", "showable"]
 
@@ -105,19 +108,47 @@ class PoolTable:
     cheapest: npt.NDArray[np.int64]
     by_id: npt.NDArray[np.int64]  # each page's place in id order: the fill's last tie-break
     runs: tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]  # cost_runs(cheapest)
+    in_id_order: tuple[str, ...]  # the roots sorted (what by_id counts places in)
 
     @classmethod
     def of(cls, roots: Sequence[str], manifests: Mapping[str, Manifest]) -> PoolTable:
         bounds = [manifests[r].bound for r in roots]
+        in_order = sorted(range(len(roots)), key=roots.__getitem__)
         by_id = np.empty(len(roots), dtype=np.int64)
-        by_id[sorted(range(len(roots)), key=roots.__getitem__)] = np.arange(len(roots))
+        by_id[in_order] = np.arange(len(roots))
         cheapest = np.array([least for _, least in bounds], dtype=np.int64)
         return cls(
             tuple(roots), {r: i for i, r in enumerate(roots)},
             np.array([manifests[r].written_us for r in roots], dtype=np.int64),
             np.array([manifests[r].written_ts for r in roots], dtype=np.float64),
             np.array([gain for gain, _ in bounds], dtype=np.float64),
-            cheapest, by_id, cost_runs(cheapest),
+            cheapest, by_id, cost_runs(cheapest), tuple(roots[i] for i in in_order),
+        )  # fmt: skip
+
+    def grown(self, added: Sequence[str], manifests: Mapping[str, Manifest]) -> PoolTable:
+        """The table of this one's roots and ``added`` after them (pages not among them): ``PoolTable.of`` of
+        those, with only the added pages' manifests read (a chat's next request adds a page or two to thousands)."""
+        if not added:
+            return self
+        bounds = [manifests[r].bound for r in added]
+        roots = self.roots + tuple(added)
+        position = {**self.position, **{r: len(self.roots) + i for i, r in enumerate(added)}}
+        # an old page's place in id order moves by the added ids before it; an added one's is among all
+        before = sorted(bisect.bisect_left(self.in_id_order, r) for r in added)
+        in_id_order = list(self.in_id_order)
+        for r in sorted(added):
+            bisect.insort(in_id_order, r)
+        by_id = np.concatenate((
+            self.by_id + np.searchsorted(np.array(before, dtype=np.int64), self.by_id, side="right"),
+            np.array([bisect.bisect_left(in_id_order, r) for r in added], dtype=np.int64),
+        ))  # fmt: skip
+        cheapest = np.concatenate((self.cheapest, np.array([least for _, least in bounds], dtype=np.int64)))
+        return PoolTable(
+            roots, position,
+            np.concatenate((self.written_us, np.array([manifests[r].written_us for r in added], dtype=np.int64))),
+            np.concatenate((self.written_ts, np.array([manifests[r].written_ts for r in added], dtype=np.float64))),
+            np.concatenate((self.gain, np.array([gain for gain, _ in bounds], dtype=np.float64))),
+            cheapest, by_id, cost_runs(cheapest), tuple(in_id_order),
         )  # fmt: skip
 
 
@@ -163,14 +194,14 @@ def _frontier(
     return [Outside(float(best[i]), int(costs[i])) for i in keep]
 
 
-def kept_table(derived: dict[Hashable, Any], roots: Sequence[str], manifests: Mapping[str, Manifest]) -> PoolTable:
-    """The :class:`PoolTable` of ``roots``, kept in ``derived`` (a thread version's ``ThreadSnapshot.derived``:
-    the manifests of a version's pages never change)."""
-    key = ("pool_table", tuple(roots))
-    table = derived.get(key)
-    if not isinstance(table, PoolTable):
-        table = derived[key] = PoolTable.of(roots, manifests)
-    return table
+def kept_table(snapshot: ThreadSnapshot, flow: PageTree, manifests: Mapping[str, Manifest]) -> PoolTable:
+    """The :class:`PoolTable` of ``flow``'s top-level pages, kept with the thread's version (the manifests of a
+    version's pages never change) for the same tree, and grown from the one it grew from (`page_tree.kept`)."""
+
+    def grow(table: PoolTable, added: tuple[str, ...]) -> PoolTable:
+        return table.grown(added, manifests)
+
+    return kept(snapshot, "pool_table", flow, lambda: PoolTable.of(flow.roots, manifests), grow)
 
 
 def showable(

@@ -232,7 +232,8 @@ class ContextBuilder:
         flow, folded = open_folded_kept(snapshot, tree, state)
 
         # (a copy: the rendering adds the pages it reads whole)
-        pages = dict(kept(snapshot, "pages", tree, lambda: {i: m.page for i, m in manifests.items()}))
+        pages = dict(kept(snapshot, "pages", tree, lambda: {i: m.page for i, m in manifests.items()},
+                          lambda before, added: {**before, **{i: manifests[i].page for i in added}}))
         names = zoom_names(tools)
         verbatim = sorted(scaffold | set(keep[cut:]))  # the recent turns and the scaffolding, in request order
         live: list[Mapping[str, Any]] = [m for i in verbatim for m in split.blocks[i].messages] + list(split.tail)
@@ -277,7 +278,8 @@ class ContextBuilder:
         # folded into the background is back in Summary), the wanted views below them. A page of a laid-open
         # container is in Summary for the zoom whatever it was shown as: consulting it opens its container.
         shown_state = {k: v for k, v in wanted.items() if k not in flow.roots} | dict(fit.views)
-        history_tokens = kept(snapshot, "history_tokens", tree, lambda: _tokens_of(manifests, set(ids))) + (
+        history_tokens = kept(snapshot, "history_tokens", tree, lambda: _tokens_of(manifests, set(ids)),
+                              lambda before, added: before + sum(manifests[i].page.tokens for i in added)) + (  # (pool pages: of ids)
             REPLY_PRIMING + tokens.total(system) + live_tokens
         )
         return PagedContext(

@@ -8,13 +8,13 @@ container the model has not opened laid open, so the router and the budget work 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from gateway.adapters.manifests import Manifest
 from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.core import PageTree, PageType, ViewState
 
-__all__ = ["kept", "open_folded", "open_folded_kept", "visible_tree"]
+__all__ = ["grown_from", "kept", "open_folded", "open_folded_kept", "visible_tree"]
 
 T = TypeVar("T")
 
@@ -34,6 +34,9 @@ async def visible_tree(
     kept: tuple[PageTree, dict[str, Manifest]] | None = store.derived.get(key)
     if kept is not None:
         return kept[0], dict(kept[1])
+    grown = await _grown_tree(store, key)
+    if grown is not None:
+        return grown
     manifests = await store.manifests(pool)
     roots = [page for page in pool if page in manifests]
     complete = len(roots) == len(pool)
@@ -77,7 +80,56 @@ async def visible_tree(
     tree = PageTree.from_pages(pages, roots)
     if complete:
         store.derived[key] = (tree, dict(manifests))
+        if not holding:
+            _remember(store, key)
     return tree, manifests
+
+
+GROWN_FROM = 4  # the trees of a thread's version a request's tree may grow from: its last requests' (two budgets)
+
+
+def _remember(store: ThreadSnapshot, key: tuple[str, tuple[str, ...], frozenset[str], frozenset[str]]) -> None:
+    """Keep ``key`` (a complete tree's, no topic holding recent turns) among the ones the next request's tree may
+    grow from."""
+    last: list[Any] = store.derived.pop("visible_trees", [])  # (put back as the newest: the oldest values go first)
+    store.derived["visible_trees"] = [key, *(k for k in last if k != key)][:GROWN_FROM]
+
+
+async def _grown_tree(store: ThreadSnapshot, key: tuple[Any, ...]) -> tuple[PageTree, dict[str, Manifest]] | None:
+    """The tree of ``key``'s pool as a kept tree of an earlier request with the new pages added at its end, when
+    that is what the walk of :func:`visible_tree` would give: a chat's next request, whose pool is the last one's
+    and an exchange or two more. It is when the earlier pool is a prefix of this one, its history a subset of this
+    one's, and none of the pages this request adds to the pool, to the history or to the recent turns is in a
+    container (no parent): then no container covers more than it did, none holds a recent turn, and the new pages
+    are top-level pages after the others. Pages and links change only with the thread's version, and what is kept
+    is the version's (``store.derived``). ``None``: walk the tree."""
+    _, pool, history, recent = key
+    for earlier in store.derived.get("visible_trees", ()):
+        _, before, seen, was_recent = earlier
+        kept = store.derived.get(earlier)
+        if kept is None or len(before) >= len(pool) or pool[: len(before)] != before or not seen <= history:
+            continue
+        added = pool[len(before) :]
+        new = [*added, *(history - seen), *(recent - was_recent)]
+        manifests = await store.manifests(added)
+        if len(manifests) < len(added) or any(manifests[p].page.type is not PageType.ORIGINAL for p in added):
+            return None
+        if await store.parents(new):
+            return None
+        tree = kept[0].grown(added)
+        manifests = {**kept[1], **manifests}
+        store.derived[key] = (tree, dict(manifests))
+        store.derived[("grown", id(tree))] = (tree, kept[0], added)
+        _remember(store, key)
+        return tree, manifests
+    return None
+
+
+def grown_from(store: ThreadSnapshot, tree: PageTree) -> tuple[PageTree, tuple[str, ...]] | None:
+    """The kept tree ``tree`` grew from (:func:`visible_tree`, :func:`open_folded_kept`) and the top-level pages
+    it added at the end, if it did."""
+    found = store.derived.get(("grown", id(tree)))
+    return (found[1], found[2]) if found is not None and found[0] is tree else None
 
 
 def open_folded(tree: PageTree, state: ViewState) -> tuple[PageTree, dict[str, tuple[str, ...]]]:
@@ -106,23 +158,40 @@ def open_folded(tree: PageTree, state: ViewState) -> tuple[PageTree, dict[str, t
 def open_folded_kept(store: ThreadSnapshot, tree: PageTree, state: ViewState) -> tuple[PageTree, dict[str, tuple[str, ...]]]:
     """:func:`open_folded`, kept with the thread's version for the same tree (the very object, which
     :func:`visible_tree` keeps for the same pool) and views."""
-    key = ("open_folded", id(tree), frozenset(state.items()))
+    views = frozenset(state.items())
+    key = ("open_folded", id(tree), views)
     kept = store.derived.get(key)
     if kept is not None and kept[0] is tree:  # the tree is held by the value: its id is no other's
         return kept[1], dict(kept[2])
-    flow, folded = open_folded(tree, state)
+    lineage = grown_from(store, tree)
+    before = store.derived.get(("open_folded", id(lineage[0]), views)) if lineage is not None else None
+    if lineage is not None and before is not None and before[0] is lineage[0]:
+        # the pages added at the end have no children: laid open or not, the flow adds them at its end
+        flow, folded = before[1].grown(lineage[1]), before[2]
+        store.derived[("grown", id(flow))] = (flow, before[1], lineage[1])
+    else:
+        flow, folded = open_folded(tree, state)
     store.derived[key] = (tree, flow, dict(folded))
-    return flow, folded
+    return flow, dict(folded)
 
 
-def kept(snapshot: ThreadSnapshot, name: str, tree: PageTree, compute: Callable[[], T]) -> T:
+def kept(
+    snapshot: ThreadSnapshot, name: str, tree: PageTree, compute: Callable[[], T], grow: Callable[[T, tuple[str, ...]], T] | None = None
+) -> T:
     """``compute()``, kept with the thread's version for the same tree (the very object, which `visible_tree` and
-    `open_folded_kept` keep): what a request derives from all of the tree's pages is not derived again."""
+    `open_folded_kept` keep): what a request derives from all of the tree's pages is not derived again. With
+    ``grow``, a tree that grew from a kept one (`grown_from`) has its value as ``grow(that tree's value, the pages
+    added at its end)``, when that tree's is kept: ``grow`` must give what ``compute`` would."""
     key = (name, id(tree))
     found = snapshot.derived.get(key)
     if found is not None and found[0] is tree:
         value: T = found[1]
         return value
-    value = compute()
+    lineage = grown_from(snapshot, tree) if grow is not None else None
+    before = snapshot.derived.get((name, id(lineage[0]))) if lineage is not None else None
+    if grow is not None and lineage is not None and before is not None and before[0] is lineage[0]:
+        value = grow(before[1], lineage[1])
+    else:
+        value = compute()
     snapshot.derived[key] = (tree, value)
     return value

@@ -197,7 +197,6 @@ class Router:
         self.vectors = VectorCache()
         # per thread, its last request's pages and their vectors in that order (pages and vectors never change)
         self._aligned: Lru[str, list[Aligned]] = Lru(ALIGNED_THREADS)
-        self._columns_of: Lru[int, tuple[Sequence[Manifest], list[str], npt.NDArray[np.float64]]] = Lru(ALIGNED_THREADS)
 
     async def _semantic(self, thread: ThreadKey, match_text: str, ids: Sequence[str], user: bool = False) -> list[float]:
         """Cosine of the query with each page's embedding (with ``user``, the embedding of the user's own messages,
@@ -237,14 +236,16 @@ class Router:
         own: Callable[[], Documents | None] | None = None,
         now: datetime | None = None,
         names: Collection[str] = (),
+        columns: tuple[Sequence[str], npt.NDArray[np.float64]] | None = None,
     ) -> Selection:
         """Relevance and views for ``roots`` (in conversation order); ``documents``, the same pages over the
         thread's postings, gives the lexical statistics without looking at every page (the same numbers), and
         ``own`` gives the same for the user's own messages, on which a question about the user is matched;
         ``now``, the request's time, dates the days a query names ("10 days ago"); ``names``, the participants it
-        names (`gateway.core.excerpt.participants`)."""
+        names (`gateway.core.excerpt.participants`); ``columns``, the pages' ids and times (`Manifest.written_ts`),
+        when the caller keeps them."""
         text = matched_on(query, previous_summary)
-        ids, written = self._columns(roots)
+        ids, written = columns if columns is not None else self._columns(roots)
         counts = [m.terms for m in roots] if documents is None else []  # (only without the postings)
         query_terms = terms(text)
         about_user = query_source(text) == "user"
@@ -297,16 +298,10 @@ class Router:
         # question of any shape (the rule audit of docs/benchmarks.md)
         return Selection(relevance, {}, text, "router-model-fallback" if asked else "heuristic", scores)
 
-    def _columns(self, roots: Sequence[Manifest]) -> tuple[list[str], npt.NDArray[np.float64]]:
-        """The pages' ids and times, kept for the last few lists of pages (a request passes the list its thread's
-        version keeps: gateway.service.view_choice), so that a request does not walk every manifest for them."""
-        kept = self._columns_of.get(id(roots))
-        if kept is not None and kept[0] is roots:
-            return kept[1], kept[2]
-        ids = [m.page.id for m in roots]
-        written = np.array([m.written_ts for m in roots], dtype=np.float64)
-        self._columns_of.put(id(roots), (roots, ids, written))
-        return ids, written
+    @staticmethod
+    def _columns(roots: Sequence[Manifest]) -> tuple[list[str], npt.NDArray[np.float64]]:
+        """The pages' ids and times (a request's come kept with its thread's version: gateway.service.view_choice)."""
+        return [m.page.id for m in roots], np.array([m.written_ts for m in roots], dtype=np.float64)
 
     async def _ask_router(
         self, match_text: str, shortlist: Sequence[str], roots: Sequence[Manifest], relevance: dict[str, float]

@@ -145,7 +145,7 @@ class ViewChoice:
             if follows in pages:
                 excerpts[follows] = self._excerpts.leading(thread, pages[follows], layout.counter, layout.sides)
         room = layout.limit - layout.fixed
-        table = kept_table(layout.snapshot.derived, flow.roots, manifests)  # kept with the thread's version
+        table = kept_table(layout.snapshot, flow, manifests)  # kept with the thread's version
         more = [] if ranked is None else ranked[len(best) : showable(table, best, excerpts, room)]
         if more:
             pages.update(await self._store.pages(thread, more))
@@ -157,7 +157,7 @@ class ViewChoice:
         # the budget leaves out stay one Consult away where the room allows. Pages fitted as equals (``whole``) need
         # none.
         maps = {} if whole else self._map(folded, relevance, excerpts, layout)
-        inside = kept(layout.snapshot, "inside", flow, lambda: {p: c for c, inner in folded.items() for p in inner}) if maps else {}
+        inside = kept(layout.snapshot, "inside", flow, lambda: {p: c for c, inner in folded.items() for p in inner}, lambda before, _: before) if maps else {}
         rendering.excerpts = {**excerpts, **maps}
         made: dict[str, Candidate] = {}
 
@@ -236,27 +236,32 @@ class ViewChoice:
         The router scores every top-level page but the folded containers, in conversation order; a folded
         container is as relevant as a share of its best page, so its summary comes after the pages that match.
         With ``whole`` (every page may be shown whole, or none can), the pages are equals and nothing is scored."""
-        scored, scored_ids, lengths, own_lengths = _scored(snapshot, flow, folded, manifests)
+        columns = _scored(snapshot, flow, folded, manifests)
+        scored, scored_ids, lengths, own_lengths = columns.manifests, columns.ids, columns.lengths, columns.own_lengths
         previous = manifests.get(ids[-1]) if ids else None
         if ids and previous is None:
             previous = (await snapshot.manifests(ids[-1:])).get(ids[-1])
         documents = snapshot.postings.documents(scored_ids, lengths)
         summary = previous.page.summary if previous else None
         # (the speakers are read only for a question that may name someone)
-        named = self._named(query, snapshot, documents, manifests, speakers()) if documents is not None and NAMED.search(query) else {}
+        named = self._named(query, snapshot, flow, documents, manifests, speakers()) if documents is not None and NAMED.search(query) else {}
         if whole:
             selection = Selection(dict.fromkeys(scored_ids, 1.0), {}, matched_on(query, summary), "unranked")
         else:
             selection = await self._router.select(
                 thread, query, summary, scored, documents,
                 lambda: snapshot.user_postings.documents(scored_ids, own_lengths), now, named.keys(),
+                columns=(scored_ids, columns.written),
             )
         relevance = dict(selection.relevance)
         if folded:  # each laid-open container's best page, by one pass over the scores in the pages' order
             values = selection.scores
             if values is None:  # (a router model's relevance)
                 values = np.fromiter(map(relevance.__getitem__, scored_ids), dtype=np.float64, count=len(scored_ids))
-            containers, positions, starts = kept(snapshot, "folded_positions", flow, lambda: _folded_positions(folded, scored_ids))
+            # (the pages a tree adds at its end are after every folded one: their positions stay)
+            containers, positions, starts = kept(
+                snapshot, "folded_positions", flow, lambda: _folded_positions(folded, scored_ids), lambda before, _: before
+            )
             best = np.maximum.reduceat(values[positions], starts) if len(positions) else np.zeros(0)
             of = dict(zip(containers, (CONTAINER_SHARE * best).tolist()))
             relevance.update({container: of.get(container, 0.0) for container in folded})
@@ -269,11 +274,12 @@ class ViewChoice:
 
     @staticmethod
     def _named(
-        query: str, snapshot: ThreadSnapshot, documents: Documents, manifests: Mapping[str, Manifest],
+        query: str, snapshot: ThreadSnapshot, flow: PageTree, documents: Documents, manifests: Mapping[str, Manifest],
         speakers: Mapping[str, str],
     ) -> dict[str, str]:
         """The participants ``query`` names, with their sides (`participants`), from the line labels of the last
-        exchanges (``speakers``), the thread's postings and its pages' manifests."""
+        exchanges (``speakers``), the thread's postings and its pages' manifests (``documents``: ``flow``'s pages
+        the router scores)."""
         users: list[Documents | None] = []
 
         def said(term: str) -> tuple[int, int]:
@@ -282,20 +288,19 @@ class ViewChoice:
             mine = users[0].frequency(term) if users[0] is not None else 0
             return mine, documents.frequency(term) - mine
 
+        def spoken(pages: Iterable[str], user: int = 0, others: int = 0) -> tuple[int, int]:
+            for page in pages:
+                manifest = manifests[page]
+                if manifest.own_terms is not manifest.terms:
+                    user += manifest.own_length
+                    others += manifest.length - manifest.own_length
+            return user, others
+
         def words() -> tuple[int, int]:
             """The words the user and the others say, over the exchanges (a consolidated page's summary speaks for
-            both sides): a sum over every page, so kept with the thread's version like the pool's table."""
-            key = ("words", documents.ids)
-            counted: tuple[int, int] | None = snapshot.derived.get(key)
-            if counted is None:
-                user = others = 0
-                for page in documents.ids:
-                    manifest = manifests[page]
-                    if manifest.own_terms is not manifest.terms:
-                        user += manifest.own_length
-                        others += manifest.length - manifest.own_length
-                counted = snapshot.derived[key] = (user, others)
-            return counted
+            both sides): a sum over every page, so kept with the thread's version like the pool's table (and
+            added to for the pages a tree grows by: the router scores them all)."""
+            return kept(snapshot, "words", flow, lambda: spoken(documents.ids), lambda before, added: spoken(added, *before))
 
         return participants(query, said, len(documents), words, speakers)
 
@@ -341,15 +346,41 @@ def _folded_positions(
 
 def _scored(
     snapshot: ThreadSnapshot, flow: PageTree, folded: Mapping[str, tuple[str, ...]], manifests: Mapping[str, Manifest]
-) -> tuple[list[Manifest], tuple[str, ...], list[int], list[int]]:
-    """The manifests of the top-level pages the router scores (all but the folded containers), their ids, lengths
-    and the lengths of their users' own words, kept with the thread's version for the same tree (the very object,
-    which open_folded_kept keeps)."""
-    kept = snapshot.derived.get(("scored", id(flow)))
-    if kept is not None and kept[0] is flow:
-        return kept[1], kept[2], kept[3], kept[4]
-    scored = [manifests[r] for r in flow.roots if r not in folded]
-    ids, lengths, own = tuple(m.page.id for m in scored), [m.length for m in scored], [m.own_length for m in scored]
-    snapshot.derived[("scored", id(flow))] = (flow, scored, ids, lengths, own)
-    return scored, ids, lengths, own
+) -> _Scored:
+    """The top-level pages the router scores (all but the folded containers), as :class:`_Scored`, kept with the
+    thread's version for the same tree (the very object, which open_folded_kept keeps), and grown from the tree
+    it grew from: the pages it adds at its end are leaves, none of them folded."""
 
+    def compute() -> _Scored:
+        return _Scored.of([manifests[r] for r in flow.roots if r not in folded])
+
+    def grow(before: _Scored, added: tuple[str, ...]) -> _Scored:
+        return before.grown([manifests[r] for r in added])
+
+    return kept(snapshot, "scored", flow, compute, grow)
+
+
+@dataclass(frozen=True)
+class _Scored:
+    """The manifests of the pages the router scores, their ids, lengths, the lengths of their users' own words and
+    their times."""
+
+    manifests: list[Manifest]
+    ids: tuple[str, ...]
+    lengths: list[int]
+    own_lengths: list[int]
+    written: npt.NDArray[np.float64]
+
+    @classmethod
+    def of(cls, scored: list[Manifest]) -> _Scored:
+        return cls(
+            scored, tuple(m.page.id for m in scored), [m.length for m in scored], [m.own_length for m in scored],
+            np.array([m.written_ts for m in scored], dtype=np.float64),
+        )  # fmt: skip
+
+    def grown(self, added: list[Manifest]) -> _Scored:
+        more = _Scored.of(added)
+        return _Scored(
+            self.manifests + more.manifests, self.ids + more.ids, self.lengths + more.lengths,
+            self.own_lengths + more.own_lengths, np.concatenate((self.written, more.written)),
+        )  # fmt: skip

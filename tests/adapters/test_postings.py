@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.core.lexical import bm25, drop_common_words, idf_weights, terms
-from gateway.adapters.postings import Documents, Postings
+from gateway.core.lexical import _length_norms, bm25, drop_common_words, idf_weights, terms
+from gateway.adapters.postings import Documents, Postings, length_norms
 from gateway.service.router_arrays import bm25_array
 
 VOCABULARY = ["dog", "walk", "cat", "paint", "rex", "garden", "trip", "boot", "jazz", "chord"]
@@ -96,3 +96,33 @@ def test_scores_kept_for_the_last_documents_stay_those_documents_own(
         assert _bm25(half, words, neighbours) == bm25(words, documents[: len(ids) // 2 + 1], lengths[: len(ids) // 2 + 1], neighbours=neighbours)
         assert _bm25(first, words, neighbours) == expected  # made before `half`: still its own numbers
         assert first.idf_weights(words) == idf_weights(words, documents)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(counts, min_size=1, max_size=12), st.lists(st.integers(1, 4), min_size=1, max_size=4), query)
+def test_documents_that_grow_at_their_end_score_as_made_anew(documents: list[dict[str, int]], steps: list[int], words: list[str]) -> None:
+    """A chat's next request has the last one's documents and a page or two more, added since: they are made from
+    the kept ones (only the new pages walked) and score as the same documents made from nothing."""
+    postings, ids = _postings(documents[:1])
+    lengths = [sum(d.values()) for d in documents]
+    grown = postings.documents(ids, lengths[:1])
+    end = 1
+    for step in steps:
+        for i in range(end, min(end + step, len(documents))):
+            postings.add(f"p{i}", documents[i])
+        postings.add(f"between{end}", {"dog": 1})  # a page of the thread that is not a document
+        end = min(end + step, len(documents))
+        grown = postings.documents([f"p{i}" for i in range(end)], lengths[:end])
+        fresh, _ = _postings(documents[:end])
+        made = fresh.documents([f"p{i}" for i in range(end)], lengths[:end])
+        assert grown is not None and made is not None and grown.ids == made.ids
+        assert _bm25(grown, words, 0.5) == _bm25(made, words, 0.5) == bm25(words, documents[:end], lengths[:end], neighbours=0.5)
+        assert all(grown.positions(w) == made.positions(w) for w in VOCABULARY)
+    assert postings.documents(["p0", "p0"], [1, 1]) is None  # a page twice, though the documents of "p0" are kept
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 5000), min_size=1, max_size=50), st.sampled_from([0.0, 0.5, 0.25, 0.3]),
+       st.floats(0.5, 2.0), st.floats(0.0, 1.0))
+def test_length_norms_with_arrays_are_the_plain_functions_float_for_float(lengths: list[int], neighbours: float, k1: float, b: float) -> None:
+    assert length_norms(lengths, neighbours, k1, b) == _length_norms(lengths, neighbours, k1, b)

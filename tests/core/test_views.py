@@ -239,3 +239,15 @@ def test_shelve_right_after_consult_restores_the_views(
     opened = consult(state, tree, chosen)
     assert set(chosen) <= set(opened.changed)
     assert dict(shelve(opened.state, tree, chosen).state) == dict(state)
+
+
+def test_a_tree_grown_by_leaves_is_the_tree_built_with_them() -> None:
+    tree = PageTree(("a", "c"), {"c": ("d", "e")}, frozenset({"c"}))
+    grown = tree.grown(["f", "g"])
+    built = PageTree(("a", "c", "f", "g"), {"c": ("d", "e")}, frozenset({"c"}))
+    assert grown == built and grown.ids() == built.ids() and grown.parent("g") is None and grown.parent("d") == "c"
+    assert "f" not in tree  # the tree it grew from is as it was
+    with pytest.raises(ValueError, match="twice"):
+        tree.grown(["d"])
+    with pytest.raises(ValueError, match="Consolidated"):
+        PageTree(("a",), {}, frozenset({"c"})).grown(["c"])
