@@ -66,14 +66,7 @@ class ThreadSnapshot:
             if raw is None:
                 self._absent.add(page_id)
                 continue
-            manifest = reader.parsed_manifest(thread, page_id, raw)
-            if page_id not in known.manifests:
-                known.called.update(manifest.called)
-            known.manifests[page_id] = manifest
-            known.parents[page_id] = parent
-            known.postings.add(page_id, manifest.terms)
-            if known.user_postings is not None:
-                known.user_postings.add(page_id, manifest.own_terms)
+            known.read(page_id, reader.parsed_manifest(thread, page_id, raw), parent)
             self._absent.discard(page_id)
 
     def _unread(self, ids: Sequence[str]) -> list[str]:
@@ -146,12 +139,7 @@ class ThreadSnapshot:
     def user_postings(self) -> Postings:
         """The same for the user's own messages (see `Manifest.own_terms`): built from the known pages when a
         question about the user first asks for it, then kept up to date as pages are read."""
-        known = self._known
-        if known.user_postings is None:
-            known.user_postings = Postings()
-            for page_id, manifest in known.manifests.items():
-                known.user_postings.add(page_id, manifest.own_terms)
-        return known.user_postings
+        return self._known.own_postings()
 
     def last_seen(self, ids: Sequence[str]) -> dict[str, datetime]:
         seen = self._seen

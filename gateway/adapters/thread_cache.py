@@ -37,16 +37,52 @@ class ManifestCache:
 
 class KnownPages:
     """What one process knows of a thread's stored pages at one version: manifests by page id (a page absent
-    here is looked up), and each looked-up page's parent (``None``: it has none)."""
+    here is looked up), and each looked-up page's parent (``None``: it has none); and, across versions, the term
+    counts of every page it read (a page's counts never change: what changes a version is a new container, a parent
+    link, a summary rewritten or a page deleted, and a deleted page is not among a request's documents)."""
 
-    def __init__(self, version: str | None) -> None:
+    def __init__(self, version: str | None, earlier: KnownPages | None = None) -> None:
         self.version = version
         self.manifests: dict[str, Manifest] = {}
         self.parents: dict[str, str | None] = {}
-        self.postings = Postings()  # the manifests' term counts by term
-        self.user_postings: Postings | None = None  # the same for the user's own messages, once asked for
         self.called: Counter[tuple[str, str]] = Counter()  # the manifests' (role, name) calls, in how many pages each
         self.derived: dict[Hashable, Any] = {}  # see ThreadSnapshot.derived
+        # the manifests' term counts by term, the same for the user's own messages (once asked for), and the manifest
+        # each page's counts were taken from: kept from the thread's earlier version, whose pages are mostly this one's
+        self.postings: Postings = earlier.postings if earlier is not None else Postings()
+        self.user_postings: Postings | None = earlier.user_postings if earlier is not None else None
+        self._indexed: dict[str, Manifest] = earlier._indexed if earlier is not None else {}
+
+    def read(self, page_id: str, manifest: Manifest, parent: str | None) -> None:
+        """A page's manifest and parent as this version has them (its term counts indexed unless they are)."""
+        if page_id not in self.manifests and manifest.called:
+            self.called.update(manifest.called)
+        self.manifests[page_id] = manifest
+        self.parents[page_id] = parent
+        indexed = self._indexed.get(page_id)
+        if indexed is manifest:
+            return
+        if indexed is not None and indexed.terms == manifest.terms and indexed.own_terms == manifest.own_terms:
+            self._indexed[page_id] = manifest  # a manifest rewritten (its summary): its counts are the ones indexed
+            return
+        if indexed is not None:  # counts that differ from those indexed (nothing writes such): indexed again from this version's
+            self.postings, self.user_postings, self._indexed = Postings(), None, {}
+            for known, counted in self.manifests.items():
+                self._indexed[known] = counted
+                self.postings.add(known, counted.terms)
+            return
+        self._indexed[page_id] = manifest
+        self.postings.add(page_id, manifest.terms)
+        if self.user_postings is not None:
+            self.user_postings.add(page_id, manifest.own_terms)
+
+    def own_postings(self) -> Postings:
+        """The term counts of the user's own messages (see `Manifest.own_terms`), indexed when first asked for."""
+        if self.user_postings is None:
+            self.user_postings = Postings()
+            for page_id, manifest in self._indexed.items():
+                self.user_postings.add(page_id, manifest.own_terms)
+        return self.user_postings
 
 
 class PageCache:
@@ -69,7 +105,7 @@ class PageCache:
             return KnownPages(None)
         known = self._threads.get(scope)
         if known is None or known.version != version:
-            known = self._threads[scope] = KnownPages(version)
+            known = self._threads[scope] = KnownPages(version, known)
         self._threads.move_to_end(scope)
         return known
 
