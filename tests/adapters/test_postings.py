@@ -3,11 +3,16 @@ if gateway.core.lexical's scoring changes, these fail until the postings follow 
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.core.lexical import _length_norms, bm25, drop_common_words, idf_weights, terms
+from gateway.adapters.manifests import Manifest
 from gateway.adapters.postings import Documents, Postings, length_norms
+from gateway.adapters.thread_cache import PageCache
+from gateway.core.pages import Page, PageType
 from gateway.service.router_arrays import bm25_array
 
 VOCABULARY = ["dog", "walk", "cat", "paint", "rex", "garden", "trip", "boot", "jazz", "chord"]
@@ -126,3 +131,30 @@ def test_documents_that_grow_at_their_end_score_as_made_anew(documents: list[dic
        st.floats(0.5, 2.0), st.floats(0.0, 1.0))
 def test_length_norms_with_arrays_are_the_plain_functions_float_for_float(lengths: list[int], neighbours: float, k1: float, b: float) -> None:
     assert length_norms(lengths, neighbours, k1, b) == _length_norms(lengths, neighbours, k1, b)
+
+
+def test_a_threads_postings_outlive_its_version_and_a_page_whose_counts_differ_is_indexed_again() -> None:
+    """A version change (a container, a parent link, a summary rewritten) changes no page's term counts: the new
+    version's record takes the postings and indexes only the pages it had not; counts that differ (nothing writes
+    such) index this version's pages again."""
+    at = datetime(2026, 6, 1, tzinfo=timezone.utc)
+
+    def manifest(n: int, terms: dict[str, int], summary: str = "") -> Manifest:
+        return Manifest(Page(f"{n:08x}", PageType.ORIGINAL, at, "", summary, (), 5), 3, 2, terms, sum(terms.values()))
+
+    cache = PageCache()
+    first = cache.known("thread", "v1")
+    first.read("00000001", manifest(1, {"dog": 2}), None)
+    first.read("00000002", manifest(2, {"cat": 1}), None)
+    postings = first.postings
+    second = cache.known("thread", "v2")
+    assert second is not first and second.postings is postings and not second.manifests
+    second.read("00000001", manifest(1, {"dog": 2}, "a summary rewritten"), "0000000c")  # the same counts: kept
+    second.read("00000003", manifest(3, {"dog": 1}), None)
+    assert second.postings is postings and second.parents == {"00000001": "0000000c", "00000003": None}
+    docs = second.postings.documents(["00000001", "00000003"], [2, 1])
+    assert docs is not None and docs.frequency("dog") == 2 and second.own_postings().documents(["00000003"], [1]) is not None
+    second.read("00000002", manifest(2, {"cat": 4}), None)  # counts that differ: this version's pages indexed anew
+    assert second.postings is not postings and "00000002" in second.postings
+    again = second.postings.documents(["00000001", "00000002", "00000003"], [2, 4, 1])
+    assert again is not None and again.frequency("cat") == 1 and again.frequency("dog") == 2
