@@ -7,11 +7,13 @@ later runs with the same ``--turns`` find it there and only ask. Each measured r
 and served by the real `ChatService` (the scripted fake upstream on loopback answers); its CPU is this process's
 (`time.process_time`: all threads), the JSON decoding of its body measured beside (as the gateway's edge reads it: on
 from the previous body, `gateway.http.bodies`; and, outside the request's CPU, the whole body by orjson).
-``--profile`` prints cProfile's top functions over the measured requests (cumulative, then own time).
+``--growing`` adds an exchange per request, as a chat does; ``--after-commit`` makes each measured request the first
+after a change of the thread's version, as a consolidation's commit leaves it. ``--profile`` prints cProfile's top
+functions over the measured requests (cumulative, then own time).
 
 Run from the repository root (``--flush`` stores the thread again):
 
-    OMP_NUM_THREADS=1 .venv/bin/python -m bench.profile_context --turns 600,10000 [--requests 20] [--warmup 6] [--budget 2000,4000] [--growing] [--profile]
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.profile_context --turns 600,10000 [--requests 20] [--warmup 6] [--budget 2000,4000] [--growing] [--after-commit] [--profile]
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.request_cpu import history, question  # noqa: E402
+from gateway.adapters.redis_store import new_version  # noqa: E402
 from gateway.bootstrap import background_for, open_services  # noqa: E402
 from gateway.config import parse_config  # noqa: E402
 from gateway.http.bodies import Bodies  # noqa: E402
@@ -102,6 +105,8 @@ async def measure(turns: int, args: argparse.Namespace, fake: FakeUpstream) -> d
         cpu, decode = [], []
         whole.clear()
         for i in range(args.requests):
+            if args.after_commit:  # as a consolidation's commit leaves it: what this process read of the thread is another version's
+                await client.set(f"pcpprof-{turns}:{{anon:{THREAD}}}:version", new_version())
             if profiler is not None:
                 profiler.enable()
             total, decoded, completion = await ask(100 + i, args.growing)
@@ -146,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--flush", action="store_true", help="store the thread again")
+    parser.add_argument("--after-commit", action="store_true",
+                        help="each measured request the first after the thread's version changed (a consolidation commits a topic)")
     parser.add_argument("--growing", action="store_true",
                         help="each measured request one exchange longer than the one before, as a chat sends them (each stores a page)")
     return asyncio.run(main_async(parser.parse_args(argv)))
