@@ -8,7 +8,8 @@ and served by the real `ChatService` (the scripted fake upstream on loopback ans
 (`time.process_time`: all threads), the JSON decoding of its body measured beside (as the gateway's edge reads it: on
 from the previous body, `gateway.http.bodies`; and, outside the request's CPU, the whole body by orjson).
 ``--growing`` adds an exchange per request, as a chat does; ``--after-commit`` makes each measured request the first
-after a change of the thread's version, as a consolidation's commit leaves it. ``--profile`` prints cProfile's top
+after a change of the thread's version, logged as a consolidation's commit logs it (one that wrote no page: a
+process reads again only the pages a change wrote). ``--profile`` prints cProfile's top
 functions over the measured requests (cumulative, then own time).
 
 Run from the repository root (``--flush`` stores the thread again):
@@ -105,8 +106,11 @@ async def measure(turns: int, args: argparse.Namespace, fake: FakeUpstream) -> d
         cpu, decode = [], []
         whole.clear()
         for i in range(args.requests):
-            if args.after_commit:  # as a consolidation's commit leaves it: what this process read of the thread is another version's
-                await client.set(f"pcpprof-{turns}:{{anon:{THREAD}}}:version", new_version())
+            if args.after_commit:  # a new version, logged as a consolidation's commit logs it (one that wrote no page)
+                version_key, changes_key = (f"pcpprof-{turns}:{{anon:{THREAD}}}:{name}" for name in ("version", "changes"))
+                before, after = await client.get(version_key), new_version()
+                await client.set(version_key, after)
+                await client.rpush(changes_key, f"{before.decode() if isinstance(before, bytes) else before} {after} ")
             if profiler is not None:
                 profiler.enable()
             total, decoded, completion = await ask(100 + i, args.growing)

@@ -124,10 +124,23 @@ class SegmentRecord:
 
 
 # Each script that adds a parent link or rewrites a manifest sets the thread's version to a fresh token (the
-# last KEYS and ARGV): what gateway processes cached of the thread's pages is read again (RedisStore.snapshot)
+# last KEYS and ARGV): what gateway processes cached of the thread's pages is read again (RedisStore.snapshot), and
+# logs the change (the version before, the one after, the pages written) in the thread's `changes` list, so that a
+# process that cached the thread reads again only those pages (CHANGES_KEPT changes are kept).
 
-_COMMIT = """
--- KEYS: segment, manifest, content, vector, parent, version
+CHANGES_KEPT = 64
+
+_LOGGED = f"""
+local function logged(version, changes, token, ids)
+  local before = redis.call('GET', version) or ''
+  redis.call('SET', version, token)
+  redis.call('RPUSH', changes, before .. ' ' .. token .. ' ' .. table.concat(ids, ','))
+  redis.call('LTRIM', changes, -{CHANGES_KEPT}, -1)
+end
+"""
+
+_COMMIT = _LOGGED + """
+-- KEYS: segment, manifest, content, vector, parent, version, changes
 -- ARGV: expected cursor, new cursor, buffer json, then optionally: id, manifest, content, vector, child ids...;
 -- last: a fresh version token
 if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end  -- the thread was deleted
@@ -138,15 +151,20 @@ if #ARGV >= 8 then
   redis.call('HSETNX', KEYS[2], id, ARGV[5])
   redis.call('HSETNX', KEYS[3], id, ARGV[6])
   if ARGV[7] ~= '' then redis.call('HSETNX', KEYS[4], id, ARGV[7]) end
-  for i = 8, #ARGV - 1 do redis.call('HSET', KEYS[5], ARGV[i], id) end
-  redis.call('SET', KEYS[6], ARGV[#ARGV])
+  local written = {id}
+  for i = 8, #ARGV - 1 do
+    redis.call('HSET', KEYS[5], ARGV[i], id)
+    written[#written + 1] = ARGV[i]
+  end
+  logged(KEYS[6], KEYS[7], ARGV[#ARGV], written)
 end
 redis.call('HSET', KEYS[1], 'cursor', ARGV[2], 'buffer', ARGV[3])
 return 1
 """
 
-_MERGE = """
--- KEYS: manifest, content, vector, parent, version  ARGV: id, manifest, content, vector, child ids..., version token
+_MERGE = _LOGGED + """
+-- KEYS: manifest, content, vector, parent, version, changes  ARGV: id, manifest, content, vector, child ids...,
+-- version token
 for i = 5, #ARGV - 1 do
   if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then return 0 end  -- deleted with its thread
 end
@@ -156,23 +174,27 @@ end
 redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
 redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[3])
 if ARGV[4] ~= '' then redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[4]) end
-for i = 5, #ARGV - 1 do redis.call('HSET', KEYS[4], ARGV[i], ARGV[1]) end
-redis.call('SET', KEYS[5], ARGV[#ARGV])
+local written = {ARGV[1]}
+for i = 5, #ARGV - 1 do
+  redis.call('HSET', KEYS[4], ARGV[i], ARGV[1])
+  written[#written + 1] = ARGV[i]
+end
+logged(KEYS[5], KEYS[6], ARGV[#ARGV], written)
 return 1
 """
 
 
-_UPDATE_MANIFESTS = """
--- KEYS: manifest, version  ARGV: id, manifest, ..., version token  (only pages still stored: not those of a
--- deleted thread)
-local changed = false
+_UPDATE_MANIFESTS = _LOGGED + """
+-- KEYS: manifest, version, changes  ARGV: id, manifest, ..., version token  (only pages still stored: not those of
+-- a deleted thread)
+local written = {}
 for i = 1, #ARGV - 1, 2 do
   if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 1 then
     redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
-    changed = true
+    written[#written + 1] = ARGV[i]
   end
 end
-if changed then redis.call('SET', KEYS[2], ARGV[#ARGV]) end
+if #written > 0 then logged(KEYS[2], KEYS[3], ARGV[#ARGV], written) end
 return 1
 """
 
@@ -211,7 +233,7 @@ class ConsolidationStore:
             args += _page_args(page) + list(page.page.source_ids)
         args.append(new_version())
         done = await self._call(
-            self._redis.eval(_COMMIT, 6, keys.segment, keys.manifest, keys.content, keys.vector, keys.parent, keys.version, *args)
+            self._redis.eval(_COMMIT, 7, keys.segment, keys.manifest, keys.content, keys.vector, keys.parent, keys.version, keys.changes, *args)
         )
         return bool(done)
 
@@ -219,7 +241,9 @@ class ConsolidationStore:
         """Store a container over pages that have no parent yet; False if any of them already has one."""
         keys = self._store.keys(thread)
         args = [*_page_args(page), *page.page.source_ids, new_version()]
-        done = await self._call(self._redis.eval(_MERGE, 5, keys.manifest, keys.content, keys.vector, keys.parent, keys.version, *args))
+        done = await self._call(
+            self._redis.eval(_MERGE, 6, keys.manifest, keys.content, keys.vector, keys.parent, keys.version, keys.changes, *args)
+        )
         return bool(done)
 
     async def update_manifests(self, thread: ThreadKey, pages: Sequence[NewPage]) -> None:
@@ -227,7 +251,7 @@ class ConsolidationStore:
         if pages:
             keys = self._store.keys(thread)
             args = [part for new in pages for part in (new.page.id, manifest_json(new))]
-            await self._call(self._redis.eval(_UPDATE_MANIFESTS, 2, keys.manifest, keys.version, *args, new_version()))
+            await self._call(self._redis.eval(_UPDATE_MANIFESTS, 3, keys.manifest, keys.version, keys.changes, *args, new_version()))
 
     async def top_level_consolidated(self, thread: ThreadKey) -> list[Manifest]:
         """The thread's consolidated pages that no other page contains, in time order."""

@@ -30,7 +30,7 @@ from gateway.adapters.page_vectors import PageVectors
 from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.adapters.store_errors import store_errors
 from gateway.adapters.store_keys import ThreadKey, ThreadKeys, tenant_index_key, tenant_threads_key, threads_key
-from gateway.adapters.thread_cache import ManifestCache, PageCache
+from gateway.adapters.thread_cache import KnownPages, ManifestCache, PageCache
 from gateway.core import Page, Step, View
 from gateway.core.continuation import AMBIGUOUS, page_claim
 
@@ -209,9 +209,15 @@ class RedisStore(PageVectors):
 
         reply = await read(unread)
         known = self._pages.known(thread.scope, reply[0])
-        if known is not cached and cached.manifests:  # another version: what was cached holds no more
-            unread = list(dict.fromkeys(ids))
+        if known is not cached and cached.manifests:  # another version: what was cached holds only where no change wrote
+            carried = await self._carried(thread, cached, reply[0])
+            if carried is not None:
+                known = carried
+            unread = list(dict.fromkeys(i for i in ids if i not in known.manifests))
             reply = await read(unread)
+            if reply[0] != known.version:  # changed again meanwhile: everything read at the version now
+                unread = list(dict.fromkeys(ids))
+                reply = await read(unread)
             known = self._pages.known(thread.scope, reply[0])
         _, layout, raw_views, trace, count, seen, form, asked, manifests, parents = reply
         views, steps = _parse_focus(raw_views, trace)
@@ -222,6 +228,31 @@ class RedisStore(PageVectors):
         )
         self._pages.trim()
         return snapshot
+
+    async def _carried(self, thread: ThreadKey, cached: KnownPages, version: str | None) -> KnownPages | None:
+        """What ``cached`` knows of the thread that is still so at ``version``: the thread's change log
+        (gateway.adapters.consolidation_store) names the pages each change since ``cached``'s version wrote; ``None``
+        when it does not reach back to it (more changes than it keeps, a thread deleted and stored anew)."""
+        if version is None or cached.version is None:
+            return None
+        with store_errors():
+            entries = await self._redis.lrange(self.keys(thread).changes, 0, -1)
+        after: dict[str, tuple[str, str]] = {}
+        for entry in entries:
+            before, _, rest = (entry.decode() if isinstance(entry, bytes) else str(entry)).partition(" ")
+            token, _, ids = rest.partition(" ")
+            after[before] = (token, ids)
+        changed: set[str] = set()
+        at = cached.version
+        for _ in range(len(after)):  # (each change at most once: tokens are never reused)
+            if at == version:
+                return self._pages.carried(thread.scope, cached, version, changed)
+            step = after.get(at)
+            if step is None:
+                return None
+            at, ids = step
+            changed.update(i for i in ids.split(",") if i)
+        return self._pages.carried(thread.scope, cached, version, changed) if at == version else None
 
     def parsed_manifest(self, thread: ThreadKey, page_id: str, raw: str) -> Manifest:
         """The manifest stored as ``raw``, parsed once per process while that JSON is unchanged."""

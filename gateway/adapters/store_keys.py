@@ -29,6 +29,9 @@ so a thread's keys share one slot and its multi-key transactions and scripts sta
 - `...:version`   string a token that changes whenever a stored page's manifest or a parent link changes
                          (consolidation), set when the thread's first page is stored: what a process may
                          cache of the thread's pages is valid while it is unchanged (RedisStore.snapshot)
+- `...:changes`   list   the last version changes, oldest first, each `<version before> <version after> <ids>`
+                         (the pages whose manifest or parent link it wrote, comma-separated): what a process
+                         that cached the thread at an earlier version reads again (the rest is unchanged)
 
 Two keys are not per thread: `<prefix>:threads`, a sorted set of `<tenant>:<thread>` scored by the time
 of the thread's last stored page, which the scheduler scans for idle buffers and merges; and
@@ -135,6 +138,10 @@ class ThreadKeys:
         return self._key("version")
 
     @property
+    def changes(self) -> str:
+        return self._key("changes")
+
+    @property
     def asked(self) -> str:
         return self._key("asked")
 
@@ -144,7 +151,7 @@ class ThreadKeys:
 
     def every(self) -> dict[str, str]:
         """Every key of the thread by what it holds (what deleting the thread removes)."""
-        names = ("manifest", "content", "vector", "log", "parent", "views", "trace", "segment", "heat", "seen", "form", "layout", "messages", "version", "asked", "claims")
+        names = ("manifest", "content", "vector", "log", "parent", "views", "trace", "segment", "heat", "seen", "form", "layout", "messages", "version", "changes", "asked", "claims")
         return {name: self._key(name) for name in names}
 
 

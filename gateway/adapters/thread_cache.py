@@ -109,6 +109,22 @@ class PageCache:
         self._threads.move_to_end(scope)
         return known
 
+    def carried(self, scope: str, earlier: KnownPages, version: str, changed: set[str]) -> KnownPages:
+        """The thread's known pages at ``version``, from ``earlier`` (a version before it): its manifests and
+        parents but those of the ``changed`` pages, which the changes between them wrote (`RedisStore.snapshot`
+        reads them from the thread's change log); the pages it did not know are read when asked for."""
+        known = KnownPages(version, earlier)
+        known.manifests, known.parents, known.called = earlier.manifests.copy(), earlier.parents.copy(), earlier.called.copy()
+        for page in changed:
+            gone = known.manifests.pop(page, None)
+            known.parents.pop(page, None)
+            if gone is not None and gone.called:
+                known.called.subtract(gone.called)
+        known.called = +known.called  # (no count at or below zero)
+        self._threads[scope] = known
+        self._threads.move_to_end(scope)
+        return known
+
     def version(self, scope: str) -> str | None:
         """The version the thread's cached pages were read at (``None``: none cached)."""
         known = self._threads.get(scope)

@@ -164,3 +164,33 @@ async def test_a_page_keeps_the_embedding_of_the_users_own_words_beside_its_own(
     assert [v.tolist() for v in (await store.vectors(THREAD, ids)).values()] == [page_vector.tolist()] * 2
     # a page stored without one (or before there were any) answers with its own
     assert [v.tolist() for v in (await store.vectors(THREAD, ids, user=True)).values()] == [mine.tolist(), page_vector.tolist()]
+
+
+async def test_after_a_change_a_process_reads_again_only_the_pages_it_wrote(client: aioredis.Redis, prefix: str) -> None:
+    """The thread's change log names the pages each version change wrote: a process that cached the thread keeps the
+    others (here, one deleted behind the store's back shows it was not read again) and reads those; when the log
+    does not reach back to the version it cached, it reads every page again."""
+    here, there = RedisStore(client, prefix=prefix), RedisStore(client, prefix=prefix)
+    pages = _pages(4)
+    ids = [p.page.id for p in pages]
+    await here.add_pages(THREAD, pages, NOW.timestamp())
+    before = await (await here.snapshot(THREAD, ids)).manifests(ids)
+    await client.hdel(here.keys(THREAD).manifest, ids[3])  # no script: no change logged
+
+    container = _container(pages[:2])
+    assert await ConsolidationStore(there).commit(THREAD, 0, 2, Buffer(), container)
+    renamed = replace(container, page=replace(container.page, summary="sourdough, fed daily"))
+    await ConsolidationStore(there).update_manifests(THREAD, [renamed])  # two changes since `here` read the thread
+    snapshot = await here.snapshot(THREAD, ids)
+    found = await snapshot.manifests([*ids, container.page.id])
+    assert found[ids[2]] is before[ids[2]] and found[ids[3]] is before[ids[3]]  # kept: no change wrote them
+    assert await snapshot.parents(ids) == {ids[0]: container.page.id, ids[1]: container.page.id}
+    assert found[container.page.id].page.summary == "sourdough, fed daily"
+    assert len(await client.lrange(here.keys(THREAD).changes, 0, -1)) == 2
+
+    merged = _container([container, pages[2]], "the sourdough months")
+    assert await ConsolidationStore(there).merge(THREAD, merged)
+    await client.delete(here.keys(THREAD).changes)  # a log that no longer reaches back: every page read again
+    snapshot = await here.snapshot(THREAD, ids)
+    assert snapshot.missing(ids) == [ids[3]]
+    assert await snapshot.parents([container.page.id, ids[2]]) == {container.page.id: merged.page.id, ids[2]: merged.page.id}
