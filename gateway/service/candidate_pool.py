@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import bisect
 import statistics
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
