@@ -39,7 +39,8 @@ class KnownPages:
     """What one process knows of a thread's stored pages at one version: manifests by page id (a page absent
     here is looked up), and each looked-up page's parent (``None``: it has none); and, across versions, the term
     counts of every page it read (a page's counts never change: what changes a version is a new container, a parent
-    link, a summary rewritten or a page deleted, and a deleted page is not among a request's documents)."""
+    link, a summary rewritten, the thread deleted and stored anew; a page the thread no longer has is never among a
+    request's documents)."""
 
     def __init__(self, version: str | None, earlier: KnownPages | None = None) -> None:
         self.version = version
