@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from gateway.adapters.change_log import LOGGED
 from gateway.adapters.embedding_models import DEFAULT_MODEL
 from gateway.adapters.manifests import Manifest, NewPage, encode_vector, manifest_json, parse_manifest
 from gateway.adapters.redis_store import RedisStore, new_version, store_errors
@@ -124,22 +125,10 @@ class SegmentRecord:
 
 
 # Each script that adds a parent link or rewrites a manifest sets the thread's version to a fresh token (the
-# last KEYS and ARGV): what gateway processes cached of the thread's pages is read again (RedisStore.snapshot), and
-# logs the change (the version before, the one after, the pages written) in the thread's `changes` list, so that a
-# process that cached the thread reads again only those pages (CHANGES_KEPT changes are kept).
+# last KEYS and ARGV) through the change log's `logged` (gateway.adapters.change_log): what gateway processes cached
+# of the thread's pages is read again (RedisStore.snapshot), only the pages the change wrote where the log tells.
 
-CHANGES_KEPT = 64
-
-_LOGGED = f"""
-local function logged(version, changes, token, ids)
-  local before = redis.call('GET', version) or ''
-  redis.call('SET', version, token)
-  redis.call('RPUSH', changes, before .. ' ' .. token .. ' ' .. table.concat(ids, ','))
-  redis.call('LTRIM', changes, -{CHANGES_KEPT}, -1)
-end
-"""
-
-_COMMIT = _LOGGED + """
+_COMMIT = LOGGED + """
 -- KEYS: segment, manifest, content, vector, parent, version, changes
 -- ARGV: expected cursor, new cursor, buffer json, then optionally: id, manifest, content, vector, child ids...;
 -- last: a fresh version token
@@ -162,7 +151,7 @@ redis.call('HSET', KEYS[1], 'cursor', ARGV[2], 'buffer', ARGV[3])
 return 1
 """
 
-_MERGE = _LOGGED + """
+_MERGE = LOGGED + """
 -- KEYS: manifest, content, vector, parent, version, changes  ARGV: id, manifest, content, vector, child ids...,
 -- version token
 for i = 5, #ARGV - 1 do
@@ -184,7 +173,7 @@ return 1
 """
 
 
-_UPDATE_MANIFESTS = _LOGGED + """
+_UPDATE_MANIFESTS = LOGGED + """
 -- KEYS: manifest, version, changes  ARGV: id, manifest, ..., version token  (only pages still stored: not those of
 -- a deleted thread)
 local written = {}

@@ -26,6 +26,8 @@ from redis.exceptions import RedisError
 from gateway.adapters.manifests import (
     PENDING_VECTOR, Manifest, NewPage, encode_vector, manifest_json, sentences_vector_field, user_vector_field,
 )  # fmt: skip
+from gateway.adapters.change_log import changed_since
+from gateway.adapters.focus import parse_focus, step_json
 from gateway.adapters.page_vectors import PageVectors
 from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.adapters.store_errors import store_errors
@@ -220,7 +222,7 @@ class RedisStore(PageVectors):
                 reply = await read(unread)
             known = self._pages.known(thread.scope, reply[0])
         _, layout, raw_views, trace, count, seen, form, asked, manifests, parents = reply
-        views, steps = _parse_focus(raw_views, trace)
+        views, steps = parse_focus(raw_views, trace)
         snapshot = ThreadSnapshot(
             self, thread, known, layout=layout.decode("utf-8") if isinstance(layout, bytes) else layout, views=views,
             steps=steps, page_count=int(count), paged=form is not None, asked=_parse_asked(asked), seen=seen,
@@ -230,29 +232,14 @@ class RedisStore(PageVectors):
         return snapshot
 
     async def _carried(self, thread: ThreadKey, cached: KnownPages, version: str | None) -> KnownPages | None:
-        """What ``cached`` knows of the thread that is still so at ``version``: the thread's change log
-        (gateway.adapters.consolidation_store) names the pages each change since ``cached``'s version wrote; ``None``
-        when it does not reach back to it (more changes than it keeps, a thread deleted and stored anew)."""
+        """What ``cached`` knows of the thread that is still so at ``version``: all but the pages the changes since its
+        version wrote, by the thread's change log (gateway.adapters.change_log); ``None`` when the log does not tell."""
         if version is None or cached.version is None:
             return None
         with store_errors():
             entries = await self._redis.lrange(self.keys(thread).changes, 0, -1)
-        after: dict[str, tuple[str, str]] = {}
-        for entry in entries:
-            before, _, rest = (entry.decode() if isinstance(entry, bytes) else str(entry)).partition(" ")
-            token, _, ids = rest.partition(" ")
-            after[before] = (token, ids)
-        changed: set[str] = set()
-        at = cached.version
-        for _ in range(len(after)):  # (each change at most once: tokens are never reused)
-            if at == version:
-                return self._pages.carried(thread.scope, cached, version, changed)
-            step = after.get(at)
-            if step is None:
-                return None
-            at, ids = step
-            changed.update(i for i in ids.split(",") if i)
-        return self._pages.carried(thread.scope, cached, version, changed) if at == version else None
+        changed = changed_since(entries, cached.version, version)
+        return self._pages.carried(thread.scope, cached, version, changed) if changed is not None else None
 
     def parsed_manifest(self, thread: ThreadKey, page_id: str, raw: str) -> Manifest:
         """The manifest stored as ``raw``, parsed once per process while that JSON is unchanged."""
@@ -427,7 +414,7 @@ class RedisStore(PageVectors):
                 pipe.hgetall(self.keys(thread).views)
                 pipe.lrange(self.keys(thread).trace, 0, -1)
                 views, trace = await pipe.execute()
-        return _parse_focus(views, trace)
+        return parse_focus(views, trace)
 
     async def touch(self, thread: ThreadKey, ids: Sequence[str], when: datetime) -> None:
         """Record that pages were shown in Detail or consulted (heat and last access, for merging and decay)."""
@@ -485,37 +472,6 @@ class RedisStore(PageVectors):
                 if views:
                     pipe.hset(views_key, mapping={page_id: view.value for page_id, view in views.items()})
                 if new_steps:
-                    pipe.rpush(trace_key, *(_step_json(step) for step in new_steps))
+                    pipe.rpush(trace_key, *(step_json(step) for step in new_steps))
                     pipe.ltrim(trace_key, -trace_limit, -1) if trace_limit else pipe.delete(trace_key)
                 await pipe.execute()
-
-
-def _parse_focus(views: Mapping[str, str], trace: Iterable[str]) -> tuple[dict[str, View], tuple[Step, ...]]:
-    """A thread's views and trace, as stored by `RedisStore.save_focus`. An entry this gateway cannot read (a view
-    another version or program wrote, a step that is not its JSON) is left out, and logged: they are where the
-    model's zoom stands, worth less than the thread, whose every request would otherwise fail on them."""
-    read: dict[str, View] = {}
-    for page_id, view in views.items():
-        try:
-            read[page_id] = View(view)
-        except ValueError:
-            log.warning("left out a stored view this gateway cannot read: %r for page %s", view[:40], page_id)
-    steps = []
-    for raw in trace:
-        try:
-            steps.append(_parse_step(raw))
-        except (ValueError, KeyError, TypeError):
-            log.warning("left out a stored trace step this gateway cannot read: %r", raw[:80])
-    return read, tuple(steps)
-
-
-def _parse_step(raw: str) -> Step:
-    data = json.loads(raw)
-    return Step(data["action"], data["target"], data["reason"], datetime.fromisoformat(data["time"]))
-
-
-def _step_json(step: Step) -> str:
-    return json.dumps(
-        {"action": step.action, "target": step.target, "reason": step.reason, "time": step.time.isoformat()},
-        ensure_ascii=False,
-    )

@@ -236,16 +236,17 @@ class Router:
         own: Callable[[], Documents | None] | None = None,
         now: datetime | None = None,
         names: Collection[str] = (),
-        columns: tuple[Sequence[str], npt.NDArray[np.float64]] | None = None,
+        *,
+        columns: tuple[Sequence[str], npt.NDArray[np.float64]],
     ) -> Selection:
         """Relevance and views for ``roots`` (in conversation order); ``documents``, the same pages over the
         thread's postings, gives the lexical statistics without looking at every page (the same numbers), and
         ``own`` gives the same for the user's own messages, on which a question about the user is matched;
         ``now``, the request's time, dates the days a query names ("10 days ago"); ``names``, the participants it
-        names (`gateway.core.excerpt.participants`); ``columns``, the pages' ids and times (`Manifest.written_ts`),
-        when the caller keeps them."""
+        names (`gateway.core.excerpt.participants`); ``columns``, the pages' ids and times (`Manifest.written_ts`), as
+        the caller keeps them with the thread's version (gateway.service.view_choice)."""
         text = matched_on(query, previous_summary)
-        ids, written = columns if columns is not None else self._columns(roots)
+        ids, written = columns
         counts = [m.terms for m in roots] if documents is None else []  # (only without the postings)
         query_terms = terms(text)
         about_user = query_source(text) == "user"
@@ -297,11 +298,6 @@ class Router:
         # without a router model the budget alone chooses every page's view: Detail picks by score changed no
         # question of any shape (the rule audit of docs/benchmarks.md)
         return Selection(relevance, {}, text, "router-model-fallback" if asked else "heuristic", scores)
-
-    @staticmethod
-    def _columns(roots: Sequence[Manifest]) -> tuple[list[str], npt.NDArray[np.float64]]:
-        """The pages' ids and times (a request's come kept with its thread's version: gateway.service.view_choice)."""
-        return [m.page.id for m in roots], np.array([m.written_ts for m in roots], dtype=np.float64)
 
     async def _ask_router(
         self, match_text: str, shortlist: Sequence[str], roots: Sequence[Manifest], relevance: dict[str, float]
