@@ -31,9 +31,11 @@ higher priority, then the newer page.
 
 Pages the model opened itself (``pinned``) are placed first, highest priority first, each in the richest view
 that fits from the one it asked for down: it asked for that view, and a line would invite it to open the page
-again. Then each candidate's ``floor`` excerpt, highest priority first, while it fits: the question of the exchange
-a turn follows. A container's entry in the thread's map (``map_entry``) is weighed like any excerpt, and given back
-once a page ``inside`` it is shown (which may take the entry's place; the entry is not taken again).
+again. Then each container's entry in the thread's map (``map_entry``), highest priority first, while it fits:
+whatever the budget, the parts of the thread not otherwise shown stay one Consult away (DESIGN §2 step 8). The
+entries are filed under one heading of their own, not under their days (``MAP_DAY``), and an entry is given back once
+a page ``inside`` its container is shown (which may take the entry's place; the entry is not taken again). Then each
+candidate's ``floor`` excerpt, highest priority first, while it fits: the question of the exchange a turn follows.
 
 Contract of :func:`fit_context`: the client-owned part (``fixed_tokens``: system prompt, recent turns, live turn,
 plus the XML skeleton) is never reduced. If it fits the budget, the estimated total never exceeds the budget.
@@ -189,6 +191,7 @@ class FitResult:
     demotions: tuple[Demotion, ...]
     limit: int
     excerpts: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    mapped: frozenset[str] = frozenset()  # the pages of ``background_ids`` listed as map entries, under the map's heading
 
 
 def shows_whole(result: FitResult, candidates: Sequence[Candidate]) -> bool:
@@ -241,6 +244,7 @@ class _Option:
 
 
 _NOTHING = _Option(Level.DROPPED, 0, 0.0)
+MAP_DAY = date.min  # the heading the map's entries are filed under, counted as a day's
 
 
 def _options(candidate: Candidate, policy: _Policy) -> list[_Option]:
@@ -279,9 +283,15 @@ class _Plan:
         self.places = {c.id: _NOTHING for c in candidates}
         self.fixed, self.policy = fixed, policy
 
+    def filed(self, candidate: Candidate, option: _Option | None = None) -> date:
+        """The heading ``candidate`` is filed under at ``option`` (default: its place): the map's for its map entry,
+        else its day's."""
+        place = self.places[candidate.id] if option is None else option
+        return MAP_DAY if is_entry(candidate, place) else candidate.day
+
     def total(self) -> int:
         nodes = sum(self.places[c.id].cost for c in self.candidates)
-        days = {c.day for c in self.candidates if self.places[c.id].level in _IN_BACKGROUND}
+        days = {self.filed(c) for c in self.candidates if self.places[c.id].level in _IN_BACKGROUND}
         flow = any(self.places[c.id].level in _AS_VIEW for c in self.candidates)
         return (
             self.fixed
@@ -291,9 +301,10 @@ class _Plan:
             + (self.policy.flow_overhead if flow else 0)
         )
 
-    def envelope(self, candidate: Candidate, days: set[date]) -> int:
-        """What a first entry in ``<Background_Context>`` adds: the element's tags, and its day's date line."""
-        return (0 if days else self.policy.background_overhead) + (0 if candidate.day in days else self.policy.day_overhead)
+    def envelope(self, day: date, days: set[date]) -> int:
+        """What a first entry in ``<Background_Context>`` adds: the element's tags, and its heading (``day``'s date
+        line, or the map's)."""
+        return (0 if days else self.policy.background_overhead) + (0 if day in days else self.policy.day_overhead)
 
     def result(self, limit: int, ranks: Mapping[str, float]) -> FitResult:
         total = self.total()
@@ -315,7 +326,13 @@ class _Plan:
             demotions=demotions,
             limit=limit,
             excerpts=MappingProxyType({c.id: places[c.id].excerpt for c in self.candidates if places[c.id].level is Level.EXCERPT}),
+            mapped=frozenset(c.id for c in self.candidates if is_entry(c, places[c.id])),
         )
+
+
+def is_entry(candidate: Candidate, option: _Option) -> bool:
+    """Whether ``option`` is ``candidate``'s entry in the thread's map."""
+    return option.level is Level.EXCERPT and option.excerpt == candidate.map_entry
 
 
 _RANK = (Level.UNPACKED, Level.DETAIL, Level.SUMMARY, Level.EXCERPT, Level.BACKGROUND, Level.DROPPED)
@@ -341,17 +358,17 @@ def _fit(
     running, days, flowing = fixed, set[date](), False
     by_id = {c.id: c for c in candidates}
     shown: set[str] = set()  # the containers a page of which is shown: their map entries are not needed
+    returned: list[str] = []  # the containers whose entries were given back: the fill offers their other places again
     regained = 0  # the tokens map entries gave back: room the fill's total can grow by again (`check_outside`)
 
     def held(candidate: Candidate) -> int:
         """What the map entry of ``candidate``'s container costs while it holds its place (0: none to give back)."""
         holder = by_id.get(candidate.inside) if candidate.inside is not None and candidate.inside not in shown else None
-        place = plan.places[holder.id] if holder is not None else _NOTHING
-        return place.cost if holder is not None and place.level is Level.EXCERPT and place.excerpt == holder.map_entry else 0
+        return plan.places[holder.id].cost if holder is not None and is_entry(holder, plan.places[holder.id]) else 0
 
     def needless(candidate: Candidate, option: _Option) -> bool:
         """Whether ``option`` is the map entry of a container a page of which is shown."""
-        return candidate.id in shown and option.level is Level.EXCERPT and option.excerpt == candidate.map_entry
+        return candidate.id in shown and is_entry(candidate, option)
 
     def take(candidate: Candidate, option: _Option) -> bool:
         """Place ``candidate`` at ``option`` if the total stays within the limit, its container's map entry given
@@ -362,28 +379,33 @@ def _fit(
         before = plan.places[candidate.id]
         entering = option.level in _IN_BACKGROUND and before.level not in _IN_BACKGROUND
         first_node = option.level in _AS_VIEW and not flowing
-        paid = option.cost - before.cost + (plan.envelope(candidate, days) if entering else 0)
+        paid = option.cost - before.cost + (plan.envelope(plan.filed(candidate, option), days) if entering else 0)
         paid += policy.flow_overhead if first_node else 0
         back = held(candidate)
         if running + paid - back > limit:
             return False
-        if not back:
+        if not back and not is_entry(candidate, before):
             running += paid
             plan.places[candidate.id] = option
             if entering:
-                days.add(candidate.day)
-        else:  # the entry goes, the page comes: the total is counted again (the day lines and tags they share)
-            assert candidate.inside is not None
-            kept = plan.places[candidate.inside], plan.places[candidate.id]
-            plan.places[candidate.inside], plan.places[candidate.id] = _NOTHING, option
+                days.add(plan.filed(candidate))
+        else:  # an entry goes (given back, or the container shown otherwise): the total is counted again (the
+            # headings and tags the entries share)
+            holder = candidate.inside if back else None
+            kept = {i: plan.places[i] for i in (holder, candidate.id) if i is not None}
+            if holder is not None:
+                plan.places[holder] = _NOTHING
+            plan.places[candidate.id] = option
             total = plan.total()
             if total > limit:
-                plan.places[candidate.inside], plan.places[candidate.id] = kept
+                plan.places.update(kept)
                 return False
+            if holder is not None:
+                returned.append(holder)
             regained += max(running + paid - total, 0)
             running = total
             days.clear()
-            days.update(c.day for c in candidates if plan.places[c.id].level in _IN_BACKGROUND)
+            days.update(plan.filed(c) for c in candidates if plan.places[c.id].level in _IN_BACKGROUND)
         if candidate.inside is not None:
             shown.add(candidate.inside)
         flowing = flowing or first_node
@@ -393,6 +415,8 @@ def _fit(
         for option in sorted(options[candidate.id], key=lambda o: (_RANK.index(o.level), -o.coverage, o.cost)):
             if _RANK.index(option.level) >= _RANK.index(_AS_LEVEL[candidate.view]) and take(candidate, option):
                 break
+    for candidate in (c for c in order if c.map_entry is not None and plan.places[c.id] is _NOTHING):
+        take(candidate, next(o for o in options[candidate.id] if is_entry(candidate, o)))
     for candidate in (c for c in order if c.floor is not None and plan.places[c.id] is _NOTHING):
         take(candidate, next(o for o in options[candidate.id] if o.level is Level.EXCERPT and o.excerpt == candidate.floor))
     # Then the best value per token: a heap of each page's next step, (-value per token, page's place in
@@ -408,17 +432,23 @@ def _fit(
             value = ranks[candidate.id] ** RELEVANCE_POWER * (step.coverage - current.coverage) * max(candidate.worth, 1)
             heapq.heappush(heap, (-(value / paid) if paid > 0 else -math.inf, at, step))
 
+    returned.clear()  # (given back before the fill: offered below like every other page)
+    position = {c.id: at for at, c in enumerate(order)}
     for at in range(len(order)):
         offer(at, None)
     pops: list[tuple[float, int]] = []  # (value per token popped, the total before it): what `outside` is checked on
     while heap:
         key, at, step = heapq.heappop(heap)
-        pops.append((-key, running))
         candidate = order[at]
+        if step.coverage <= plan.places[candidate.id].coverage:  # offered before its entry was given back, and
+            continue  # outgrown since
+        pops.append((-key, running))
         if take(candidate, step):
             offer(at, None)
         else:
             offer(at, min(step.cost - plan.places[candidate.id].cost - 1, limit - running + held(candidate)))
+        while returned:  # a container whose entry was given back may still take its line or a node
+            offer(position[returned.pop()], None)
     if outside:
         check_outside(outside, pops, running, limit, regained)
     return plan.result(limit, ranks)

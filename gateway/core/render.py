@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -29,6 +29,7 @@ from gateway.core.views import PageTree, View, ViewState, view_of
 __all__ = [
     "BACKGROUND_LINE_CAP",
     "LineHolds",
+    "MAP_HEADING",
     "NodeSpec",
     "RenderInput",
     "background_line",
@@ -167,14 +168,24 @@ def background_line(page: Page) -> str:
     return f"[{page.id}] {lead_text(page.summary, BACKGROUND_LINE_CAP)}"
 
 
-def background_lines(pages: Iterable[Page], excerpts: Mapping[str, str] | None = None) -> tuple[str, ...]:
+MAP_HEADING = "other topics:"  # heads the thread's map in <Background_Context>: the topics no line or node shows
+
+
+def background_lines(pages: Iterable[Page], excerpts: Mapping[str, str] | None = None, mapped: Collection[str] = ()) -> tuple[str, ...]:
     """The ``<Background_Context>`` entries of ``pages`` (in time order): a ``YYYY-MM-DD:`` line before each
     day's entries, then one entry per page — its :func:`background_line`, or, for a page in ``excerpts``,
     ``[id]`` followed by that excerpt (its rows verbatim, ``…`` where something was left out). A date written
-    once per day instead of on every line leaves room for more entries."""
+    once per day instead of on every line leaves room for more entries. The pages in ``mapped`` are the thread's
+    map (their excerpts its entries, :func:`map_text`): they come first, under :data:`MAP_HEADING`, not under
+    their days (an entry names a topic, whatever day it began)."""
     lines: list[str] = []
     day = ""
     chosen = excerpts or {}
+    if mapped:
+        pages = list(pages)
+        lines.append(MAP_HEADING)
+        lines += [excerpt_entry(page.id, chosen[page.id]) for page in pages if page.id in mapped]
+        pages = [page for page in pages if page.id not in mapped]
     for page in pages:
         heading = f"{utc(page.timestamp):%Y-%m-%d}:"
         if heading != day:

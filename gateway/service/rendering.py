@@ -45,7 +45,7 @@ def shown_query(query: str) -> str:
 
 def _same_choice(a: FitResult, b: FitResult) -> bool:
     """Whether two fits render the same context (``fit_rendered`` returns a copy with the measured total)."""
-    return dict(a.views) == dict(b.views) and a.background_ids == b.background_ids and dict(a.excerpts) == dict(b.excerpts)
+    return dict(a.views) == dict(b.views) and a.background_ids == b.background_ids and dict(a.excerpts) == dict(b.excerpts) and a.mapped == b.mapped
 
 
 def _system_text(system: Sequence[Mapping[str, Any]], xml: str) -> str:
@@ -85,7 +85,7 @@ class Rendering:
         """The messages for ``result`` (``None``: the context without a page)."""
         views = dict(result.views) if result else {}
         chosen = {i: self.excerpts[i][1][k].text for i, k in result.excerpts.items()} if result else {}
-        background = background_lines((self.pages[i] for i in (result.background_ids if result else ())), chosen)
+        background = background_lines((self.pages[i] for i in (result.background_ids if result else ())), chosen, result.mapped if result else ())
         nodes = nodes_from_state(self._flow, self.wanted, self.pages, roots=[r for r in self._flow.roots if r in views], overrides=views)
         xml = render_context(RenderInput(
             now=self._now, query=self._query, steps=self.steps, background=background, nodes=nodes,

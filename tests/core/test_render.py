@@ -15,6 +15,7 @@ from gateway.core.render import (
     NodeSpec,
     RenderInput,
     BACKGROUND_LINE_CAP,
+    MAP_HEADING,
     background_line,
     background_lines,
     summary_fits_line,
@@ -182,6 +183,11 @@ def test_background_lines_write_each_day_once() -> None:
         "2026-02-13:", "[a0000001] Fact 1.", "[a0000002] Fact 2.", "2026-02-14:", "[a0000003] Fact 3.", "[a0000004] Fact 4.",
     )
     assert background_lines([]) == ()
+    # the thread's map comes first, under its own heading: an entry names a topic, whatever day it began
+    mapped = background_lines(pages, {"a0000002": "pasta, sauce"}, mapped={"a0000002"})
+    assert mapped == (
+        MAP_HEADING, "[a0000002] pasta, sauce", "2026-02-13:", "[a0000001] Fact 1.", "2026-02-14:", "[a0000003] Fact 3.", "[a0000004] Fact 4.",
+    )
 
 
 def _exchange(*messages: dict[str, object]) -> Page:
