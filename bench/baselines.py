@@ -64,6 +64,10 @@ class Outcome:
     raw_tokens: int = 0  # the client's request as sent (history + question), counted like `tokens`
     form: str = "n/a"  # the gateway's x-pcp-form header
     answer_shown: bool | None = None  # whether the question's checkable answer (Question.answer) was received
+    # evidence within one Consult (shown, or its page or the topic holding it named by id), and within reach of
+    # Consults down the chapters above it (bench.evidence_recall)
+    reached: int | None = None
+    named: int | None = None
 
     @property
     def loose_recall(self) -> float:
@@ -72,6 +76,14 @@ class Outcome:
     @property
     def recall(self) -> float:
         return len(self.kept_ids) / self.evidence
+
+    @property
+    def reach(self) -> float:
+        return (self.reached if self.reached is not None else len(self.kept_ids)) / self.evidence
+
+    @property
+    def named_share(self) -> float:
+        return (self.named if self.named is not None else len(self.kept_ids)) / self.evidence
 
     @property
     def all_kept(self) -> bool:

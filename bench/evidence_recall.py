@@ -39,7 +39,9 @@ like.
 from __future__ import annotations
 
 import argparse
+import html
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -57,7 +59,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.baselines import COUNTER, Baselines, Outcome, content_text, judge  # noqa: E402
+from bench.baselines import COUNTER, Baselines, Outcome, content_text, judge, squash  # noqa: E402
 from bench.datasets import (LOCOMO_DATA, LONGMEMEVAL_DATA, REALTALK_DATA, Conversation, Dataset,  # noqa: E402
                             Turn, load_locomo, load_longmemeval, load_realtalk, to_messaging, with_names)
 from bench.recall_plot import PLOT, SUMMARY_DOCS, plot, summary_rows  # noqa: E402
@@ -73,6 +75,7 @@ SHAPE_TITLES = ("LoCoMo", "LoCoMo, names in the lines", "Messaging variant of Lo
 THREAD_PREFIX = {"locomo": "locomo", "messaging": "messaging", "locomo-names": "locomo-names",
                  "messaging-names": "messaging-names", "realtalk": "realtalk", "longmemeval": "lme", "chinese": "zh"}
 PENDING_WAIT_S = 600
+NAMED_ID = re.compile(r'(?:^\[|<Node id=")([0-9a-f]{10})(?:\] |")', re.MULTILINE)  # a page named in a context
 
 
 def log(msg: str) -> None:
@@ -186,9 +189,38 @@ class Replayer:
                 return
             time.sleep(0.2)  # a benchmark polling a live process, not a test timing assertion
 
+    def holders(self, conv: Conversation) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+        """For each evidence turn its questions need, the ids one Consult of which opens it (the pages whose content
+        holds all its texts, whitespace aside, and the topics holding them), and the ids a Consult of which leads
+        to it at last (those and every chapter above: a chapter opens on its table of contents)."""
+        thread, headers = f"{self.prefix}-{conv.id}", self.headers(conv, conv.question_time)
+        tree = self.client.get(f"{self.gw.root_url}/pcp/threads/{thread}", headers=headers).json().get("pages") or []
+        above: dict[str, tuple[str, ...]] = {}  # each leaf page, with the containers above it
+
+        def walk(node: Mapping[str, Any], path: tuple[str, ...]) -> None:
+            for child in node.get("children") or ():
+                walk(child, (*path, node["id"]))
+            if not node.get("children"):
+                above[node["id"]] = path
+
+        for root in tree:
+            walk(root, ())
+        wanted = {e: [squash(html.unescape(t)) for t in conv.evidence[e].texts] for q in conv.questions for e in q.evidence}
+        near: dict[str, set[str]] = {e: set() for e in wanted}
+        far: dict[str, set[str]] = {e: set() for e in wanted}
+        for page, path in above.items():
+            r = self.client.get(f"{self.gw.root_url}/pcp/threads/{thread}/pages/{page}", headers=headers)
+            content = squash(html.unescape(r.json().get("content") or "")) if r.status_code == 200 else ""
+            for e, texts in wanted.items():
+                if all(t in content for t in texts):
+                    near[e].update((page, *path[-1:]))
+                    far[e].update((page, *path))
+        return near, far
+
     def ask(self, conv: Conversation, budgets: Sequence[int], baselines: Baselines) -> list[Outcome]:
         full = history_messages(conv.turns)
         outcomes: list[Outcome] = []
+        near, far = self.holders(conv)
         for q in conv.questions:
             raw = baselines.raw_tokens(q)
             for budget in budgets:
@@ -203,10 +235,13 @@ class Replayer:
                     continue
                 out = judge(conv, q, budget, body.get("messages") or [])
                 out.raw_tokens, out.form = raw, form
+                named = set(NAMED_ID.findall(content_text((body.get("messages") or [{}])[0])))
+                out.reached = len(out.kept_ids) + sum(bool(near.get(e, set()) & named) for e in out.missed_ids)
+                out.named = len(out.kept_ids) + sum(bool(far.get(e, set()) & named) for e in out.missed_ids)
                 if self.dump is not None:
                     self.dump.write(json.dumps({
                         "shape": self.name, "conversation": conv.id, "question": q.text, "category": q.category,
-                        "budget": budget, "tokens": out.tokens,
+                        "budget": budget, "tokens": out.tokens, "reached": out.reached, "named": out.named,
                         "kept": {e: conv.evidence[e].texts for e in out.kept_ids},
                         "missed": {e: conv.evidence[e].texts for e in out.missed_ids},
                         "messages": body.get("messages") or []}) + "\n")

@@ -65,6 +65,7 @@ SUMMARY_MARKERS = ("<!-- long-thread-summary:begin -->", "<!-- long-thread-summa
 STEPS = (600, 2500, 5000, 10000)
 QUICK_STEPS = (40, 120)
 BUDGETS = (2000, 4000)
+MAP_BUDGET = 300  # the budget the thread's map is checked at: room for little more than the instructions
 MODEL = "fake-model"
 THREAD = "long"
 STREAMED = 5  # first-token requests per step
@@ -170,6 +171,10 @@ class Step:
     redis_keys_per_page: float = 0.0  # bytes
     rss_mb: float = 0.0
     recall: dict[str, float] = field(default_factory=dict)  # "gateway@2000", "bm25@2000", ...
+    # per question at MAP_BUDGET: the share of the thread's top-level topics (containers) its context names, by an
+    # entry of the map or a page of the topic shown (DESIGN §2 step 8: whatever the budget)
+    map_named: list[float] = field(default_factory=list)
+    map_topics: int = 0
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -239,6 +244,15 @@ class Gateway:
                 if first is None and line.startswith("data:") and '"content"' in line:
                     first = time.perf_counter() - t0
         return first if first is not None else time.perf_counter() - t0
+
+    def topics(self, thread: str, headers: Mapping[str, str]) -> list[set[str]]:
+        """The thread's top-level containers, each with every id below it (a topic is named by any of them)."""
+        roots = self.client.get(f"{self.gw.root_url}/pcp/threads/{thread}", headers=dict(headers)).json().get("pages") or []
+
+        def ids(node: Mapping[str, Any]) -> set[str]:
+            return {node["id"]}.union(*(ids(c) for c in node.get("children") or []))
+
+        return [ids(root) for root in roots if root.get("type") == "Consolidated"]
 
     def pending(self, thread: str, headers: Mapping[str, str]) -> None:
         deadline = time.monotonic() + PENDING_WAIT_S
@@ -324,6 +338,14 @@ def measure_step(target: int, items: Sequence[Mapping[str, Any]], args: argparse
                 step.recall[f"bm25@{budget}"] += theirs.recall
         for key in step.recall:
             step.recall[key] /= max(len(conv.questions), 1)
+        topics = gw.topics(thread, headers)
+        step.map_topics = len(topics)
+        for q in conv.questions:
+            resp, _, _ = gw.post(body_of(history_json, q.text), {**headers, "X-PCP-Time": when, "X-PCP-Budget": str(MAP_BUDGET)})
+            sent = next((r.body for r in gw.fake.chat_requests if r.body), None) or {}
+            text = "\n".join(str(m.get("content") or "") for m in sent.get("messages") or [])
+            if resp.status_code == 200 and topics:
+                step.map_named.append(sum(any(i in text for i in ids) for ids in topics) / len(topics))
         for i in range(STREAMED):
             question = conv.questions[i % len(conv.questions)].text if conv.questions else "What did we say?"
             step.first_token_ms.append(1000 * gw.first_token(body_of(history_json, question, stream=True),
@@ -344,18 +366,21 @@ def measure_step(target: int, items: Sequence[Mapping[str, Any]], args: argparse
 
 HEAD = ("| exchanges | tokens | pages | ingest, first request: exchanges/s (tokens/s) | its CPU s | background drain s "
         "| import exchanges/s | paged request CPU ms p50 / p95 | JSON decoding ms | wall ms p50 / p95 | first token ms p50 "
-        "| Redis per page, KB (keys / used_memory) | gateway RSS MB | recall @2k: gateway / BM25 chunks | recall @4k |")
+        "| Redis per page, KB (keys / used_memory) | gateway RSS MB | recall @2k: gateway / BM25 chunks | recall @4k "
+        f"| top-level topics named at {MAP_BUDGET} tokens |")
 
 
 def row_text(s: Step) -> str:
     imported = f"{s.exchanges / s.import_s:.0f}" if s.import_s else "—"
+    named = f"{statistics.mean(s.map_named) * s.map_topics:.1f} of {s.map_topics}" if s.map_named else "—"
     return (f"| {s.exchanges:,} | {s.tokens:,} | {s.pages:,} | {s.rate:.0f} ({s.tokens / max(s.ingest_s, 1e-9):,.0f}) "
             f"| {s.ingest_cpu_s:.1f} | {s.drain_s:.0f} | {imported} "
             f"| {quantile(s.cpu_ms, 0.5):.0f} / {quantile(s.cpu_ms, 0.95):.0f} | {quantile(s.decode_ms, 0.5):.0f} "
             f"| {quantile(s.wall_ms, 0.5):.0f} / {quantile(s.wall_ms, 0.95):.0f} | {quantile(s.first_token_ms, 0.5):.0f} "
             f"| {s.redis_keys_per_page / 1024:.1f} / {s.redis_used_per_page / 1024:.1f} | {s.rss_mb:.0f} "
             f"| {s.recall.get('gateway@2000', 0):.3f} / {s.recall.get('bm25@2000', 0):.3f} "
-            f"| {s.recall.get('gateway@4000', 0):.3f} / {s.recall.get('bm25@4000', 0):.3f} |")
+            f"| {s.recall.get('gateway@4000', 0):.3f} / {s.recall.get('bm25@4000', 0):.3f} "
+            f"| {named} |")
 
 
 def table(steps: Sequence[Step]) -> str:

@@ -239,6 +239,10 @@ def gateway_lines(outs: Sequence[Outcome], stats: GatewayStats, convs: Mapping[s
         form_line(outs, stats, budgets),
         "- whitespace-insensitive recall (not the measure above): "
         + ", ".join(f"@{b} {fmt(mean(o.loose_recall for o in outs if o.budget == b))}" for b in budgets),
+        "- evidence within one Consult (shown, or the page holding it or its topic named by id in the first round), "
+        "and within reach (or a chapter above it named: a Consult per level): "
+        + ", ".join(f"@{b} {fmt(mean(o.reach for o in outs if o.budget == b))} / "
+                    f"{fmt(mean(o.named_share for o in outs if o.budget == b))}" for b in budgets),
         f"- `x-pcp-prompt-tokens` vs our count of the received messages: {stats.header_mismatch} differ by > 2",
         f"- `x-pcp-rounds`: {dict(stats.rounds)}; background-work endpoint: {stats.pending_endpoint}",
         *router_lines(stats, convs),

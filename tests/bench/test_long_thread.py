@@ -70,12 +70,13 @@ def step(exchanges: int, cpu: float) -> Step:
                 ingest_cpu_s=8.0, drain_s=2.0, cpu_ms=[cpu, cpu + 2, cpu + 10], wall_ms=[50.0, 60.0, 70.0],
                 decode_ms=[1.0, 2.0, 3.0], first_token_ms=[40.0], redis_used_per_page=9000.0,
                 redis_keys_per_page=8000.0, rss_mb=400.0,
-                recall={"gateway@2000": 0.9, "bm25@2000": 0.6, "gateway@4000": 1.0, "bm25@4000": 0.7})
+                recall={"gateway@2000": 0.9, "bm25@2000": 0.6, "gateway@4000": 1.0, "bm25@4000": 0.7},
+                map_named=[1.0, 2 / 3, 1.0], map_topics=9)
 
 
 def test_the_report_writes_its_sections_and_plot(tmp_path: Path) -> None:
     steps = [step(600, 30.0), step(10_000, 40.0)]
-    assert "| 10,000 | 4,000,000 |" in table(steps)
+    assert "| 10,000 | 4,000,000 |" in table(steps) and table(steps).count("| 8.0 of 9 |") == 2
     docs, summary, plot = tmp_path / "results.md", tmp_path / "benchmarks.md", tmp_path / "long.png"
     docs.write_text("# x\n" + "\n".join(MARKERS) + "\n", encoding="utf-8")
     summary.write_text("# y\n" + "\n".join(SUMMARY_MARKERS) + "\nafter\n", encoding="utf-8")
@@ -95,3 +96,4 @@ def test_quick_mode_measures_two_small_steps_through_the_gateway(tmp_path: Path)
     for s in steps:
         assert s.pages >= s.exchanges and s.cpu_ms and s.first_token_ms and not s.errors
         assert 0.0 <= s.recall["gateway@4000"] <= 1.0 and s.redis_keys_per_page > 0
+        assert all(0.0 <= n <= 1.0 for n in s.map_named) and len(s.map_named) in (0, s.questions)
