@@ -66,6 +66,7 @@ from gateway.core.worth import (
     BACKGROUND_OVERHEAD,
     DAY_OVERHEAD,
     DEFAULT_HALF_LIFE,
+    MAP_OVERHEAD,
     NODE_OVERHEAD,
     RELEVANCE_POWER,
     Excerpt,
@@ -231,6 +232,7 @@ class _Policy:
     background_overhead: int
     day_overhead: int
     flow_overhead: int = 0
+    map_overhead: int = MAP_OVERHEAD
 
 
 @dataclass(frozen=True)
@@ -244,7 +246,7 @@ class _Option:
 
 
 _NOTHING = _Option(Level.DROPPED, 0, 0.0)
-MAP_DAY = date.min  # the heading the map's entries are filed under, counted as a day's
+MAP_DAY = date.min  # the heading the map's entries are filed under (it costs ``map_overhead``, not a date line)
 
 
 def _options(candidate: Candidate, policy: _Policy) -> list[_Option]:
@@ -297,14 +299,18 @@ class _Plan:
             self.fixed
             + nodes
             + (self.policy.background_overhead if days else 0)
-            + self.policy.day_overhead * len(days)
+            + sum(self.heading(day) for day in days)
             + (self.policy.flow_overhead if flow else 0)
         )
 
     def envelope(self, day: date, days: set[date]) -> int:
         """What a first entry in ``<Background_Context>`` adds: the element's tags, and its heading (``day``'s date
         line, or the map's)."""
-        return (0 if days else self.policy.background_overhead) + (0 if day in days else self.policy.day_overhead)
+        return (0 if days else self.policy.background_overhead) + (0 if day in days else self.heading(day))
+
+    def heading(self, day: date) -> int:
+        """What the line heading ``day``'s entries costs: its date, or the map's heading."""
+        return self.policy.map_overhead if day == MAP_DAY else self.policy.day_overhead
 
     def result(self, limit: int, ranks: Mapping[str, float]) -> FitResult:
         total = self.total()
@@ -466,6 +472,7 @@ def fit_context(
     background_overhead: int = BACKGROUND_OVERHEAD,
     day_overhead: int = DAY_OVERHEAD,
     flow_overhead: int = 0,
+    map_overhead: int = MAP_OVERHEAD,
 ) -> FitResult:
     """Choose each candidate's place so that the estimated total fits ``min(budget, window)``.
 
@@ -475,7 +482,7 @@ def fit_context(
     limit = _limit(budget, window)
     if window is not None and fixed_tokens > window:
         raise ContextWindowExceeded(fixed_tokens, window)
-    policy = _Policy(now, half_life, node_overhead, background_overhead, day_overhead, flow_overhead)
+    policy = _Policy(now, half_life, node_overhead, background_overhead, day_overhead, flow_overhead, map_overhead)
     return _fit(candidates, fixed_tokens, limit, policy, minimal=fixed_tokens > limit)
 
 
@@ -492,6 +499,7 @@ def fit_rendered(
     background_overhead: int = BACKGROUND_OVERHEAD,
     day_overhead: int = DAY_OVERHEAD,
     flow_overhead: int = 0,
+    map_overhead: int = MAP_OVERHEAD,
     max_rounds: int = 4,
     outside: Sequence[Outside] = (),
 ) -> FitResult:
@@ -511,7 +519,7 @@ def fit_rendered(
     limit = _limit(budget, window)
     if window is not None and fixed_tokens > window:
         raise ContextWindowExceeded(fixed_tokens, window)
-    policy = _Policy(now, half_life, node_overhead, background_overhead, day_overhead, flow_overhead)
+    policy = _Policy(now, half_life, node_overhead, background_overhead, day_overhead, flow_overhead, map_overhead)
     margin = 0
     for _ in range(max_rounds):
         target = limit - margin

@@ -27,6 +27,7 @@ __all__ = [
     "AGE_FLOOR",
     "BACKGROUND_OVERHEAD",
     "DAY_OVERHEAD",
+    "MAP_OVERHEAD",
     "DEFAULT_HALF_LIFE",
     "FLOOR",
     "NODE_OVERHEAD",
@@ -43,6 +44,7 @@ AGE_FLOOR = 0.8
 NODE_OVERHEAD = 40
 BACKGROUND_OVERHEAD = 10
 DAY_OVERHEAD = 7  # the "YYYY-MM-DD:" line that heads a day's lines in <Background_Context> (cl100k)
+MAP_OVERHEAD = 3  # the "other topics:" line that heads the thread's map in <Background_Context> (cl100k)
 # A page's worth is priority ** RELEVANCE_POWER times what it shows. Relevance is a score normalised to the best
 # page, not a probability: the chance that a page holds what is asked falls much faster than its score (a page
 # scoring half the best is far less than half as likely to be the one). Measured on LoCoMo (2 conversations,

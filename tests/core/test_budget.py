@@ -13,7 +13,7 @@ from gateway.core.pages import Page, PageType
 from gateway.core.render import NodeSpec, RenderInput, background_line, background_lines, render_context
 from gateway.core.tokens import TokenCounter
 from gateway.core.views import View
-from gateway.core.worth import BACKGROUND_OVERHEAD, DAY_OVERHEAD, DEFAULT_HALF_LIFE, NODE_OVERHEAD, Excerpt, rank
+from gateway.core.worth import BACKGROUND_OVERHEAD, DAY_OVERHEAD, DEFAULT_HALF_LIFE, MAP_OVERHEAD, NODE_OVERHEAD, Excerpt, rank
 
 NOW = datetime(2026, 2, 14, 12, 0, tzinfo=timezone.utc)
 S, D, U = View.SUMMARY, View.DETAIL, View.UNPACKED
@@ -26,7 +26,7 @@ def cand(cid: str, relevance: float = 0.5, hours: float = 1, summary: int = 10, 
 
 def fit(candidates: list[Candidate], budget: int, fixed: int = 0, window: int | None = None) -> FitResult:
     return fit_context(candidates, fixed_tokens=fixed, budget=budget, now=NOW, window=window, node_overhead=0,
-                       background_overhead=0, day_overhead=0)
+                       background_overhead=0, day_overhead=0, map_overhead=0)
 
 
 def test_priority_is_a_double_decay() -> None:
@@ -181,12 +181,12 @@ def test_map_entries_are_filed_under_one_heading_and_a_container_shown_otherwise
     def dated(budget: int) -> FitResult:
         return fit_context(maps, fixed_tokens=0, budget=budget, now=NOW, node_overhead=0, background_overhead=0, day_overhead=7)
 
-    assert dated(40).mapped == {"pasta", "bikes", "taxes"} and dated(40).total_tokens == 7 + 3 * 11
+    assert dated(36).mapped == {"pasta", "bikes", "taxes"} and dated(36).total_tokens == 3 + 3 * 11  # (the heading: 3)
     # with room, a topic's line is worth more than its entry: it leaves the map and is filed under its own day
-    wide = dated(50)  # room for one: the newest
+    wide = dated(46)  # room for one: the newest
     assert wide.mapped == {"pasta", "bikes"} and "taxes" not in wide.excerpts and "taxes" in wide.background_ids
-    assert wide.total_tokens == 7 + 2 * 11 + 7 + 13
-    assert dated(69).mapped == set() and dated(69).total_tokens == 3 * (7 + 13)
+    assert wide.total_tokens == 3 + 2 * 11 + 7 + 13
+    assert dated(60).mapped == set() and dated(60).total_tokens == 3 * (7 + 13)
 
 
 def test_a_floor_excerpt_is_taken_before_any_page_is_weighed_and_the_rest_by_value() -> None:
@@ -335,6 +335,12 @@ def candidates(draw: st.DrawFn) -> list[Candidate]:
                 detail=draw(st.booleans()),
             )
         )
+    # some are containers with a map entry (their first excerpt), and some pages sit inside one of them
+    mapped = [c.id for c in found if c.excerpts and draw(st.booleans())]
+    for k, c in enumerate(found):
+        entry = 0 if c.id in mapped else None
+        inside = draw(st.one_of(st.none(), st.sampled_from(mapped))) if mapped and c.id not in mapped else None
+        found[k] = replace(c, map_entry=entry, inside=inside)
     return found
 
 
@@ -349,8 +355,9 @@ def estimate(result: FitResult, cands: list[Candidate], fixed: int) -> int:
         (by_id[i].excerpts[result.excerpts[i]].tokens if i in result.excerpts else by_id[i].background_tokens) + 1
         for i in result.background_ids
     )
-    days = {by_id[i].day for i in result.background_ids}
-    return fixed + nodes + folded + (BACKGROUND_OVERHEAD if result.background_ids else 0) + DAY_OVERHEAD * len(days)
+    days = {by_id[i].day for i in result.background_ids if i not in result.mapped}
+    heading = MAP_OVERHEAD if result.mapped else 0
+    return fixed + nodes + folded + (BACKGROUND_OVERHEAD if result.background_ids else 0) + DAY_OVERHEAD * len(days) + heading
 
 
 @settings(max_examples=300, deadline=None)
@@ -372,7 +379,11 @@ def test_never_over_budget_when_the_budget_can_be_met(
     placed = list(result.views) + list(result.background_ids) + list(result.dropped_ids)
     assert sorted(placed) == sorted(c.id for c in cands)
     assert set(result.excerpts) <= set(result.background_ids)
+    by_id = {c.id: c for c in cands}
+    assert all(result.excerpts[i] == by_id[i].map_entry for i in result.mapped)
     for c in cands:
+        if c.inside is not None and (c.id in result.views or c.id in result.background_ids):
+            assert c.inside not in result.mapped  # a page of a topic shown gives the topic's entry back
         view = result.views.get(c.id)
         if view is U:
             assert c.view is U  # Unpacked only when asked for
