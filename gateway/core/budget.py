@@ -31,11 +31,10 @@ higher priority, then the newer page.
 
 Pages the model opened itself (``pinned``) are placed first, highest priority first, each in the richest view
 that fits from the one it asked for down: it asked for that view, and a line would invite it to open the page
-again. Then each container's entry in the thread's map (``map_entry``), highest priority first, while it fits:
-whatever the budget, the parts of the thread not otherwise shown stay one Consult away (DESIGN §2 step 8). The
-entries are filed under one heading of their own, not under their days (``MAP_DAY``), and an entry is given back once
-a page ``inside`` its container is shown (which may take the entry's place; the entry is not taken again). Then each
-candidate's ``floor`` excerpt, highest priority first, while it fits: the question of the exchange a turn follows.
+again. Then each candidate's ``floor`` excerpt, highest priority first, while it fits: the question of the exchange
+a turn follows. A container's entry in the thread's map (``map_entry``) is weighed like any excerpt, filed under one
+heading of its own rather than under its day (``MAP_DAY``), and given back once a page ``inside`` it is shown (which
+may take the entry's place; the entry is not taken again, but the container's other places still may be).
 
 Contract of :func:`fit_context`: the client-owned part (``fixed_tokens``: system prompt, recent turns, live turn,
 plus the XML skeleton) is never reduced. If it fits the budget, the estimated total never exceeds the budget.
@@ -421,8 +420,6 @@ def _fit(
         for option in sorted(options[candidate.id], key=lambda o: (_RANK.index(o.level), -o.coverage, o.cost)):
             if _RANK.index(option.level) >= _RANK.index(_AS_LEVEL[candidate.view]) and take(candidate, option):
                 break
-    for candidate in (c for c in order if c.map_entry is not None and plan.places[c.id] is _NOTHING):
-        take(candidate, next(o for o in options[candidate.id] if is_entry(candidate, o)))
     for candidate in (c for c in order if c.floor is not None and plan.places[c.id] is _NOTHING):
         take(candidate, next(o for o in options[candidate.id] if o.level is Level.EXCERPT and o.excerpt == candidate.floor))
     # Then the best value per token: a heap of each page's next step, (-value per token, page's place in

@@ -161,10 +161,11 @@ class ViewChoice:
             full.update(more)
             excerpts.update(excerpted(more))
 
-        # The thread's map (DESIGN §2 step 8): each laid-open container is offered a short entry, placed before any
-        # page is weighed, so that the parts of the thread the budget leaves out stay one Consult away; a topic's is
-        # given back once a page of it is shown (Candidate.inside), which then names the topic. A chapter's stays: a
-        # page names its own topic, not the chapter's others. Pages fitted as equals (``whole``) need none.
+        # The thread's map (DESIGN §2 step 8): each laid-open container is offered a short entry, weighed like a line
+        # of its size, so that the parts of the thread the budget leaves out stay one Consult away where the room
+        # allows; a topic's is given back once a page of it is shown (Candidate.inside), which then names the topic.
+        # A chapter's is not: a page names its own topic, not the chapter's others. Pages fitted as equals
+        # (``whole``) need none.
         maps = {} if whole else self._map(folded, relevance, excerpts, layout)
         inside = kept(layout.snapshot, "inside", flow, lambda: _topics(folded, manifests, flow), lambda before, _: before) if maps else {}
         rendering.excerpts = {**excerpts, **maps}
@@ -210,7 +211,7 @@ class ViewChoice:
         self, folded: Mapping[str, tuple[str, ...]], relevance: Mapping[str, float], excerpts: Mapping[str, Offer], layout: Layout
     ) -> dict[str, Offer]:
         """The laid-open containers' map entries (`PageExcerpts.mapped`), the most relevant first while they take at
-        most RECENT_SHARE of the budget (the fill places them before any page, while they fit)."""
+        most RECENT_SHARE of the budget (the candidates the fill weighs for the map: a few, not one per topic)."""
         share, maps = RECENT_SHARE * layout.limit, dict[str, Offer]()
         for container in sorted(folded, key=lambda c: (-relevance[c], c)):
             if container in excerpts:

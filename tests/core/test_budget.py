@@ -134,18 +134,13 @@ def test_a_page_the_model_opened_keeps_its_view() -> None:
     assert dict(fit([whole], budget=150).views) == {"open": D}
 
 
-def test_a_container_s_map_entry_is_placed_first_and_given_back_once_a_page_of_it_is_shown() -> None:
+def test_a_container_s_map_entry_is_weighed_and_given_back_once_a_page_of_it_is_shown() -> None:
     # two laid-open topics, each offered a 10-token map entry; a page of the first matches best
     maps = [replace(cand(c, 0.01, summary=300, detail=400, background=200), excerpts=(Excerpt(10, 0.02),), map_entry=0) for c in ("pasta", "bikes")]
     page = replace(cand("salt", 1.0, summary=90, detail=100, background=30), line_coverage=1.0, inside="pasta")
-    named = fit([*maps, page], budget=50)  # 11 + 11, then the page in place of its topic's entry: 31 + 11
+    named = fit([*maps, page], budget=50)  # 31 + 11: the page first (it is worth more), then the other topic's entry
     assert set(named.background_ids) == {"bikes", "salt"} and dict(named.excerpts) == {"bikes": 0} and named.total_tokens == 42
     assert named.mapped == {"bikes"}
-    # whatever the budget: with room for the page or the two entries, the entries (a page of no topic gives none back)
-    other = replace(page, inside=None)
-    assert set(fit([*maps, other], budget=31).background_ids) == {"pasta", "bikes"}
-    weighed = [replace(m, map_entry=None) for m in maps]  # offered as plain excerpts, the page's value wins
-    assert fit([*weighed, other], budget=31).background_ids == ("salt",)
     # once a page of it is shown, the entry is not taken again, however much room is left (its line or a node still may be)
     assert "pasta" not in fit([*maps, page], budget=500).excerpts
     # an entry taken before a page of its topic is given back when the page comes, and the page may take its place
@@ -162,19 +157,20 @@ def test_a_container_s_map_entry_is_placed_first_and_given_back_once_a_page_of_i
 
 
 def test_a_container_whose_entry_was_given_back_may_still_take_its_line() -> None:
-    # a chapter's line (its topics' words) shows less of it than its entry does per token: from the entry no step
-    # leads to it, but once a page of the chapter gives the entry back, the line is offered from nothing again
-    chapter = replace(cand("chapter", 0.5, summary=30, detail=400, background=30), excerpts=(Excerpt(10, 0.1),), map_entry=0,
-                      line_coverage=0.1, summary_on_line=True, detail=False)
-    page = replace(cand("salt", 1.0, summary=90, detail=100, background=30), line_coverage=1.0, inside="chapter")
-    result = fit([chapter, page], budget=500)
-    assert set(result.background_ids) == {"chapter", "salt"} and "chapter" not in result.excerpts and not result.mapped
+    # a topic whose line shows no more of it than its entry: from the entry no step leads on, but once a page of it
+    # gives the entry back, the line is offered from nothing again
+    topic = replace(cand("topic", 1.0, summary=30, detail=400, background=30), excerpts=(Excerpt(10, 0.1),), map_entry=0,
+                    line_coverage=0.1, summary_on_line=True, detail=False)
+    page = replace(cand("salt", 0.6, summary=90, detail=100, background=30), line_coverage=1.0, inside="topic")
+    assert fit([topic, page], budget=11).mapped == {"topic"}  # the entry is worth more per token than the page
+    result = fit([topic, page], budget=500)
+    assert set(result.background_ids) == {"topic", "salt"} and "topic" not in result.excerpts and not result.mapped
 
 
 def test_map_entries_are_filed_under_one_heading_and_a_container_shown_otherwise_leaves_it() -> None:
     # three topics of three days: their entries share the map's heading (one day line's cost), not three date lines
     maps = [
-        replace(cand(c, 0.01, hours=24 * (3 - k), summary=300, detail=400, background=12), excerpts=(Excerpt(10, 0.02),), map_entry=0, line_coverage=0.5)
+        replace(cand(c, 0.01, hours=24 * (3 - k), summary=300, detail=400, background=12), excerpts=(Excerpt(10, 0.02),), map_entry=0, line_coverage=0.022)
         for k, c in enumerate(("pasta", "bikes", "taxes"))
     ]
 
@@ -182,7 +178,7 @@ def test_map_entries_are_filed_under_one_heading_and_a_container_shown_otherwise
         return fit_context(maps, fixed_tokens=0, budget=budget, now=NOW, node_overhead=0, background_overhead=0, day_overhead=7)
 
     assert dated(36).mapped == {"pasta", "bikes", "taxes"} and dated(36).total_tokens == 3 + 3 * 11  # (the heading: 3)
-    # with room, a topic's line is worth more than its entry: it leaves the map and is filed under its own day
+    # with room, a topic's line shows more of it than its entry: it leaves the map and is filed under its own day
     wide = dated(46)  # room for one: the newest
     assert wide.mapped == {"pasta", "bikes"} and "taxes" not in wide.excerpts and "taxes" in wide.background_ids
     assert wide.total_tokens == 3 + 2 * 11 + 7 + 13
