@@ -97,6 +97,29 @@ def pick_request(fake: Any, last: str) -> Mapping[str, Any] | None:
     return chats[0] if chats else None
 
 
+def leaf_paths(tree: Sequence[Mapping[str, Any]]) -> dict[str, tuple[str, ...]]:
+    """Each page without children in an inspected page tree (`GET /pcp/threads/{thread}`'s ``pages``), with the
+    containers above it, outermost first."""
+    paths: dict[str, tuple[str, ...]] = {}
+
+    def walk(node: Mapping[str, Any], path: tuple[str, ...]) -> None:
+        for child in node.get("children") or ():
+            walk(child, (*path, node["id"]))
+        if not node.get("children"):
+            paths[node["id"]] = path
+
+    for root in tree:
+        walk(root, ())
+    return paths
+
+
+def within(outcome: Outcome, holders: Mapping[str, set[str]], context: str) -> int:
+    """The evidence of ``outcome`` shown, or named in ``context`` by one of its ``holders``' ids (as an entry's or a
+    line's ``[id]``, or a node's id)."""
+    named = set(NAMED_ID.findall(context))
+    return len(outcome.kept_ids) + sum(bool(holders.get(e, set()) & named) for e in outcome.missed_ids)
+
+
 class Replayer:
     """One gateway process and the fake upstream it calls, for one shape; records into `stats`."""
 
@@ -195,20 +218,10 @@ class Replayer:
         to it at last (those and every chapter above: a chapter opens on its table of contents)."""
         thread, headers = f"{self.prefix}-{conv.id}", self.headers(conv, conv.question_time)
         tree = self.client.get(f"{self.gw.root_url}/pcp/threads/{thread}", headers=headers).json().get("pages") or []
-        above: dict[str, tuple[str, ...]] = {}  # each leaf page, with the containers above it
-
-        def walk(node: Mapping[str, Any], path: tuple[str, ...]) -> None:
-            for child in node.get("children") or ():
-                walk(child, (*path, node["id"]))
-            if not node.get("children"):
-                above[node["id"]] = path
-
-        for root in tree:
-            walk(root, ())
         wanted = {e: [squash(html.unescape(t)) for t in conv.evidence[e].texts] for q in conv.questions for e in q.evidence}
         near: dict[str, set[str]] = {e: set() for e in wanted}
         far: dict[str, set[str]] = {e: set() for e in wanted}
-        for page, path in above.items():
+        for page, path in leaf_paths(tree).items():
             r = self.client.get(f"{self.gw.root_url}/pcp/threads/{thread}/pages/{page}", headers=headers)
             content = squash(html.unescape(r.json().get("content") or "")) if r.status_code == 200 else ""
             for e, texts in wanted.items():
@@ -235,9 +248,8 @@ class Replayer:
                     continue
                 out = judge(conv, q, budget, body.get("messages") or [])
                 out.raw_tokens, out.form = raw, form
-                named = set(NAMED_ID.findall(content_text((body.get("messages") or [{}])[0])))
-                out.reached = len(out.kept_ids) + sum(bool(near.get(e, set()) & named) for e in out.missed_ids)
-                out.named = len(out.kept_ids) + sum(bool(far.get(e, set()) & named) for e in out.missed_ids)
+                context = content_text((body.get("messages") or [{}])[0])
+                out.reached, out.named = within(out, near, context), within(out, far, context)
                 if self.dump is not None:
                     self.dump.write(json.dumps({
                         "shape": self.name, "conversation": conv.id, "question": q.text, "category": q.category,

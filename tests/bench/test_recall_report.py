@@ -91,3 +91,19 @@ def test_write_docs_writes_neither_file_when_the_summary_markers_are_missing(tmp
     with pytest.raises(SystemExit, match="not found"):
         write_docs(results, {"locomo": "new"}, {}, ORDER, summary_path=summary)
     assert results.read_text(encoding="utf-8") == _doc() and summary.read_text(encoding="utf-8") == "# Benchmarks\n"
+
+
+def test_evidence_within_reach_is_named_by_its_page_or_a_container_above_it() -> None:
+    from bench.evidence_recall import leaf_paths, within
+
+    tree = [
+        {"id": "c" * 10, "children": [{"id": "f" * 10, "children": [{"id": "a" * 10}, {"id": "b" * 10}]}]},
+        {"id": "d" * 10},
+    ]
+    assert leaf_paths(tree) == {"a" * 10: ("c" * 10, "f" * 10), "b" * 10: ("c" * 10, "f" * 10), "d" * 10: ()}
+    out = Outcome("conv", "1", 1000, 3, ("D1",), ("D2", "D3"), 900)
+    holders = {"D2": {"a" * 10, "f" * 10}, "D3": {"d" * 10}}
+    context = f'<PagedContext><Background_Context>other topics:\n[{"f" * 10}] pasta, sauce\n2026-01-01:\n[{"e" * 10}] …'
+    assert within(out, holders, context) == 2  # D1 shown, D2 by its topic's entry; D3's page is not named
+    assert within(out, holders, context + f'</Background_Context><Linear_Flow><Node id="{"d" * 10}" type="Original"') == 3
+    assert within(out, holders, f"mentions {'f' * 10} in passing") == 1  # an id inside a sentence names nothing
