@@ -20,7 +20,9 @@ client that starts using the gateway on an old conversation sends it, then:
 * **memory**: Redis' ``used_memory`` growth and the sum of ``MEMORY USAGE`` of the thread's keys, per stored page;
   the gateway's RSS after the questions;
 * **evidence recall** at 2k and 4k (``bench/baselines.py``'s rule: an evidence turn is kept when its whole text
-  reaches the model) beside BM25 over ~256-token chunks of the same thread.
+  reaches the model) beside BM25 over ~256-token chunks of the same thread;
+* **the map** at 300 tokens: each question asked again, and how many of the thread's top-level topics (containers)
+  its context names, by their id or the id of a page below them.
 
 Run from the repository root (one torch thread and ``nice``: the machine is shared):
 
