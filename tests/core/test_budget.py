@@ -168,7 +168,7 @@ def test_a_container_whose_entry_was_given_back_may_still_take_its_line() -> Non
 
 
 def test_map_entries_are_filed_under_one_heading_and_a_container_shown_otherwise_leaves_it() -> None:
-    # three topics of three days: their entries share the map's heading (one day line's cost), not three date lines
+    # three topics of three days: their entries share the map's heading (3 tokens), not three date lines (7 each)
     maps = [
         replace(cand(c, 0.01, hours=24 * (3 - k), summary=300, detail=400, background=12), excerpts=(Excerpt(10, 0.02),), map_entry=0, line_coverage=0.022)
         for k, c in enumerate(("pasta", "bikes", "taxes"))
