@@ -57,6 +57,7 @@ if str(ROOT) not in sys.path:
 from bench.baselines import COUNTER, Baselines, judge  # noqa: E402
 from bench.datasets import (LONGMEMEVAL_DATA, Conversation, Evidence, Question, Turn,  # noqa: E402
                             parse_longmemeval_date)
+from bench.evidence_recall import NAMED_ID, leaf_paths  # noqa: E402
 from bench.recall_report import replace_between  # noqa: E402
 
 DOCS = ROOT / "docs" / "benchmark-results.md"
@@ -250,11 +251,12 @@ class Gateway:
     def topics(self, thread: str, headers: Mapping[str, str]) -> list[set[str]]:
         """The thread's top-level containers, each with every id below it (a topic is named by any of them)."""
         roots = self.client.get(f"{self.gw.root_url}/pcp/threads/{thread}", headers=dict(headers)).json().get("pages") or []
-
-        def ids(node: Mapping[str, Any]) -> set[str]:
-            return {node["id"]}.union(*(ids(c) for c in node.get("children") or []))
-
-        return [ids(root) for root in roots if root.get("type") == "Consolidated"]
+        topics: list[set[str]] = []
+        for root in roots:
+            if root.get("type") == "Consolidated":
+                paths = leaf_paths([root])  # every leaf below it, with the containers between
+                topics.append(set(paths).union(*paths.values()))
+        return topics
 
     def pending(self, thread: str, headers: Mapping[str, str]) -> None:
         deadline = time.monotonic() + PENDING_WAIT_S
@@ -345,9 +347,9 @@ def measure_step(target: int, items: Sequence[Mapping[str, Any]], args: argparse
         for q in conv.questions:
             resp, _, _ = gw.post(body_of(history_json, q.text), {**headers, "X-PCP-Time": when, "X-PCP-Budget": str(MAP_BUDGET)})
             sent = next((r.body for r in gw.fake.chat_requests if r.body), None) or {}
-            text = "\n".join(str(m.get("content") or "") for m in sent.get("messages") or [])
+            named = set(NAMED_ID.findall("\n".join(str(m.get("content") or "") for m in sent.get("messages") or [])))
             if resp.status_code == 200 and topics:
-                step.map_named.append(sum(any(i in text for i in ids) for ids in topics) / len(topics))
+                step.map_named.append(sum(bool(ids & named) for ids in topics) / len(topics))
         for i in range(STREAMED):
             question = conv.questions[i % len(conv.questions)].text if conv.questions else "What did we say?"
             step.first_token_ms.append(1000 * gw.first_token(body_of(history_json, question, stream=True),
