@@ -104,6 +104,7 @@ async def measure(turns: int, args: argparse.Namespace, fake: FakeUpstream) -> d
             await ask(100 + args.requests + i)  # (questions of both kinds: one about the user reads other vectors)
         profiler = cProfile.Profile() if args.profile else None
         cpu, decode = [], []
+        by_budget: dict[int, list[float]] = {}  # without the decoding: a p50 over two budgets' requests falls between two modes
         whole.clear()
         for i in range(args.requests):
             if args.after_commit:  # a new version, logged as a consolidation's commit logs it (one that wrote no page)
@@ -118,10 +119,12 @@ async def measure(turns: int, args: argparse.Namespace, fake: FakeUpstream) -> d
                 profiler.disable()
             cpu.append(total)
             decode.append(decoded)
+            by_budget.setdefault(budgets[(100 + i) % len(budgets)], []).append(total - decoded)
         form = completion.headers.get("x-pcp-form")
         report = {"turns": turns, "form": form, "pages": completion.headers.get("x-pcp-pages"),
                   "cpu_p50": statistics.median(cpu), "cpu_p95": sorted(cpu)[int(0.95 * (len(cpu) - 1))],
-                  "decode_p50": statistics.median(decode), "whole_p50": statistics.median(whole), "cpu_mean": statistics.fmean(cpu)}
+                  "decode_p50": statistics.median(decode), "whole_p50": statistics.median(whole), "cpu_mean": statistics.fmean(cpu),
+                  "by_budget": {budget: statistics.median(values) for budget, values in sorted(by_budget.items())}}
         if profiler is not None:
             out = io.StringIO()
             stats = pstats.Stats(profiler, stream=out)
@@ -132,9 +135,11 @@ async def measure(turns: int, args: argparse.Namespace, fake: FakeUpstream) -> d
 
 
 async def main_async(args: argparse.Namespace) -> int:
+    reports = []
     with FakeUpstream() as fake:
         for turns in [int(t) for t in args.turns.split(",")]:
             report = await measure(turns, args, fake)
+            reports.append(report)
             if "profile" in report:
                 print(report.pop("profile"))
             print(f"{report['turns']:>6} turns ({report['form']}, pages {report['pages']}): CPU p50 {report['cpu_p50']:.1f} ms, "
@@ -142,6 +147,11 @@ async def main_async(args: argparse.Namespace) -> int:
                   f"{report['whole_p50']:.1f}); without it "
                   f"{report['cpu_p50'] - report['decode_p50']:.1f} ms; mean {report['cpu_mean']:.1f} ms (with the collector's full "
                   f"passes, which the p50 leaves out)", flush=True)
+            print("        by budget, without decoding, p50: " + ", ".join(f"{b}: {v:.1f} ms" for b, v in report["by_budget"].items()), flush=True)
+    if len(reports) > 1:  # issue 47's target: the longest thread's request over the shortest's, budget by budget
+        first, last = reports[0], reports[-1]
+        print(f"{last['turns']} / {first['turns']} turns, without decoding, by budget: "
+              + ", ".join(f"{b}: {v / first['by_budget'][b]:.2f}×" for b, v in last["by_budget"].items()), flush=True)
     return 0
 
 
