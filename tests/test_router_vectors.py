@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from gateway.service.router_arrays import Aligned
+from gateway.service.router_arrays import Aligned, Relevance
 from gateway.service.router import _above_typical
 
 
@@ -63,3 +65,25 @@ def test_two_pools_grown_from_one_matrix_keep_each_their_own_rows() -> None:
         assert grown.cosines(query) == Aligned.of(ids[:until], vectors[:until]).cosines(query)
     assert other.cosines(query)[:5] == base.cosines(query)
     assert base.cosines(query) == Aligned.of(ids[:5], vectors[:5]).cosines(query)
+
+
+@given(
+    scores=st.lists(st.floats(0.0, 1.0), max_size=12),
+    containers=st.lists(st.floats(0.0, 1.0), max_size=4),
+    opened=st.lists(st.integers(0, 11), max_size=3),
+)
+@settings(max_examples=200, deadline=None)
+def test_relevance_reads_as_the_dictionary_it_stands_for(scores: list[float], containers: list[float], opened: list[int]) -> None:
+    """The router's scores by position, with the values set apart (containers, pages the model opened) over them,
+    read page by page and as arrays give what the dictionary of every page gave."""
+    ids = [f"p{i}" for i in range(len(scores))]
+    folded = {f"c{i}": value for i, value in enumerate(containers)}
+    apart = {**folded, **{ids[i]: 1.0 for i in opened if i < len(ids)}}
+    expected = {**dict(zip(ids, scores)), **apart}
+    relevance = Relevance(dict(zip(ids, range(len(ids)))), np.array(scores, dtype=np.float64)).apart(apart)
+    assert dict(relevance) == expected and len(relevance) == len(expected)
+    assert all(page in relevance for page in expected) and "elsewhere" not in relevance
+    assert relevance.scored().tolist() == [expected[i] for i in ids]
+    roots = [*folded, *ids][::-1]  # (the flow's roots in an order of their own)
+    position = {root: i for i, root in enumerate(roots)}
+    assert relevance.over(roots, relevance.positions(roots), position).tolist() == [expected[r] for r in roots]

@@ -189,8 +189,12 @@ class RedisStore(PageVectors):
         atomically; a second round trip only when the thread's version changed since this process last read it."""
         keys = self.keys(thread)
         cached = self._pages.known(thread.scope, self._pages.version(thread.scope))
-        # (a set difference first: on a thread this process knows, usually nothing is unread, found without a walk)
-        unread = list(dict.fromkeys(i for i in ids if i not in cached.manifests)) if set(ids).difference(cached.manifests) else []
+        # (on a thread this process knows, usually nothing is unread: the ids its last request found known, compared
+        # in C; else a set difference, then a walk only when something is unread)
+        asked_ids = tuple(ids)
+        unread: list[str] = []
+        if asked_ids != cached.complete_for and set(ids).difference(cached.manifests):
+            unread = list(dict.fromkeys(i for i in ids if i not in cached.manifests))
 
         async def read(wanted: list[str]) -> list[Any]:
             with store_errors():
@@ -228,6 +232,8 @@ class RedisStore(PageVectors):
             steps=steps, page_count=int(count), paged=form is not None, asked=_parse_asked(asked), seen=seen,
             wanted=unread, manifests=manifests, parents=parents,
         )
+        if all(manifest is not None for manifest in manifests):  # every id is known at this version now
+            known.complete_for = asked_ids
         self._pages.trim()
         return snapshot
 

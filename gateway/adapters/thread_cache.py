@@ -48,6 +48,7 @@ class KnownPages:
         self.parents: dict[str, str | None] = {}
         self.called: Counter[tuple[str, str]] = Counter()  # the manifests' (role, name) calls, in how many pages each
         self.derived: dict[Hashable, Any] = {}  # see ThreadSnapshot.derived
+        self.complete_for: tuple[str, ...] = ()  # ids a request found all known here (manifests only grow within a version)
         # the manifests' term counts by term, the same for the user's own messages (once asked for), and the manifest
         # each page's counts were taken from: kept from the thread's earlier version, whose pages are mostly this one's
         self.postings: Postings = earlier.postings if earlier is not None else Postings()

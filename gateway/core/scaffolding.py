@@ -47,7 +47,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.core.blocks import Block
@@ -128,6 +128,9 @@ class Layout:
     kinds: str  # one of SCAFFOLD / GROWN / FIRST per block
     live: str = ""  # the head of the request's live turn: the block that answers it is the conversation's growth
     hints: str = ""  # which markers decided it (a hash of them): with others, every block is looked at again
+    # whether its ids are distinct, where a request found them so (None: not looked at): the next request on the same
+    # blocks does not look again
+    distinct: bool | None = field(default=None, compare=False)
 
     def dumps(self, lists: tuple[str, str] | None = None) -> str:
         """The layout as stored; ``lists``: its ids and heads already written (:meth:`lists`), the bulk of it."""
@@ -156,7 +159,8 @@ class Layout:
         try:
             data = json.loads(raw)
             ids, heads = (tuple(map(str, data[key])) for key in ("ids", "heads"))
-            layout = cls(ids, heads, *(str(data[key]) for key in ("kinds", "live", "hints")))
+            kinds, live, hints = (str(data[key]) for key in ("kinds", "live", "hints"))
+            layout = cls(ids, heads, kinds, live, hints)
         except (ValueError, TypeError, KeyError):
             return None
         ok = data.get("v") == LAYOUT_VERSION and len(layout.ids) == len(layout.heads) == len(layout.kinds)
@@ -194,10 +198,10 @@ def decide(
     # A block's head, and whether a marker matches it, are functions of its content, hence of its id: for the
     # blocks the previous request had, they are in its layout (a pinned block is there as scaffolding) unless
     # the markers changed since.
-    if previous.hints == hints and tuple(ids) == previous.ids and len(set(ids)) == len(ids):
+    if previous.hints == hints and tuple(ids) == previous.ids and (previous.distinct if previous.distinct is not None else len(set(ids)) == len(ids)):
         # the same blocks as the previous request (a new question on the same history, a retry, a tool round): each
         # keeps its kind, and no marker has a new block to look at (what the rule below gives, without its walk)
-        return Decision(_scaffold(previous.kinds), Layout(previous.ids, previous.heads, previous.kinds, live, hints))
+        return Decision(_scaffold(previous.kinds), Layout(previous.ids, previous.heads, previous.kinds, live, hints, distinct=True))
     grown = _grown(blocks, ids, previous, live, hints, pins, preamble) if previous.hints == hints else None
     if grown is not None:
         return grown

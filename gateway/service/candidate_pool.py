@@ -229,6 +229,7 @@ def candidate_pool(
     excerpts: Mapping[str, Offer],
     must: set[str],
     spare: int = 1,
+    scores: npt.NDArray[np.float64] | None = None,
 ) -> tuple[list[str], list[Outside]]:
     """Of ``table``'s top-level pages (see :func:`kept_table`), those that become the budget's candidates, and the
     rest as :class:`Outside` pages.
@@ -238,7 +239,8 @@ def candidate_pool(
     opened them or asked them Unpacked; the excerpted ones, whose excerpts may be worth far more per token than
     their priority); the budget checks that none of the rest could have been shown (else the caller fits them
     all). A request then builds candidates for what the budget can show, not for the whole thread. ``spare``
-    multiplies the number taken in priority order (the fill goes by value per token, not priority)."""
+    multiplies the number taken in priority order (the fill goes by value per token, not priority). ``scores``: the
+    relevance of ``table``'s pages in its order, where the caller has it as an array."""
     roots = table.roots
     if not roots or room <= 0:
         return list(roots), []
@@ -252,7 +254,8 @@ def candidate_pool(
                 moment = utc(refreshed(manifests[r].page.timestamp, last))
                 written[i], stamp[i] = micros(moment), moment.timestamp()
     ages = np.maximum((micros(now) - written) / 1_000_000, 0.0)
-    scores = np.fromiter(map(relevance.__getitem__, roots), dtype=np.float64, count=len(roots))
+    if scores is None:
+        scores = np.fromiter(map(relevance.__getitem__, roots), dtype=np.float64, count=len(roots))
     # gateway.core.worth.rank_by_age, page by page (a last bit may differ: the pool only bounds the work, the
     # fit's check keeps the result exact; an Outside's worth is a hair above its bound)
     rank = (FLOOR + (1.0 - FLOOR) * scores) * (AGE_FLOOR + (1.0 - AGE_FLOOR) * 0.5 ** (ages / DEFAULT_HALF_LIFE.total_seconds()))

@@ -8,7 +8,7 @@ When they all fit whole, or none can, nothing is scored (`gateway.core.budget.sh
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -38,6 +38,7 @@ from gateway.core import (
     system_instructions,
 )
 from gateway.core.instructions import InstructionCosts, instruction_costs
+from gateway.core.lru import Lru
 from gateway.core.rounds import Room, ZoomNames
 from gateway.core.tokens import REPLY_PRIMING, KeptCounts, PerTokenizer
 from gateway.core.worth import BACKGROUND_OVERHEAD
@@ -100,7 +101,7 @@ def zoom_names(client_tools: Sequence[Any]) -> ZoomNames:
 
 
 
-def _tokens_of(manifests: Mapping[str, Manifest], history: set[str]) -> int:
+def _tokens_of(manifests: Mapping[str, Manifest], history: AbstractSet[str]) -> int:
     return sum(m.page.tokens for i, m in manifests.items() if i in history)
 
 
@@ -147,6 +148,21 @@ class _MessageTokens:
         return total
 
 
+POOLS_KEPT = 256  # threads whose last request's pool a process keeps (as SplitCache keeps their splits)
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """A request's ids (a tuple: compared with the next request's) and what `ContextBuilder._pool_of` made of them."""
+
+    ids: tuple[str, ...]
+    cut: int
+    earlier: tuple[str, ...]
+    recent: frozenset[str]
+    pool: tuple[str, ...]
+    history: frozenset[str]
+
+
 class ContextBuilder:
     """Builds a PagedContext for one request from the store and the pcp settings."""
 
@@ -171,6 +187,23 @@ class ContextBuilder:
         self._explained: dict[tuple[str, str, str, bool], InstructionCosts] = {}
         self._instructions = PerTokenizer(lambda counter: counter.count(system_instructions()))  # the skeleton's estimate
         self._sent = PerTokenizer(lambda counter: KeptCounts(counter, MESSAGE_TEXTS))
+        self._pools: Lru[str, _Pool] = Lru(POOLS_KEPT)
+
+    def _pool_of(
+        self, thread: ThreadKey, ids: Sequence[str], cut: int, earlier: tuple[str, ...]
+    ) -> tuple[frozenset[str], tuple[str, ...], frozenset[str]]:
+        """The ids of the recent turns (``ids[cut:]``), the pool (the rest, each once, in conversation order) and the
+        history's (with the pages an earlier request stored of a block this history has grown: `Split.earlier`).
+        A new question on the same history (an agent's tool rounds, a retry) gets the thread's last ones: its ids
+        are compared with theirs in C, where building them anew is a Python pass over every exchange."""
+        key, last = tuple(ids), self._pools.get(thread.scope)
+        if last is not None and last.cut == cut and last.earlier == earlier and last.ids == key:
+            return last.recent, last.pool, last.history
+        recent = frozenset(key[cut:])
+        pool = tuple(i for i in dict.fromkeys(key[:cut]) if i not in recent)
+        made = _Pool(key, cut, earlier, recent, pool, frozenset(key).union(earlier))
+        self._pools.put(thread.scope, made)
+        return made.recent, made.pool, made.history
 
     async def build(
         self,
@@ -202,7 +235,7 @@ class ContextBuilder:
         split, scaffold, keep, ids, added, snapshot = stored.split, stored.scaffold, stored.keep, stored.ids, stored.added, stored.snapshot
         sides = tuple(sorted(snapshot.side_names().items()))  # a chat between two people: its sides shown by name
         self._excerpts.prepare(thread, stored.pages, counter, sides)
-        blocks = [split.blocks[i] for i in keep]
+        blocks = list(split.blocks) if len(keep) == len(split.blocks) else [split.blocks[i] for i in keep]  # (keep: ascending)
         query = _query(split.tail)
         scaffolding = [m for i in sorted(scaffold) for m in split.blocks[i].messages]
         follows = await self._same_sitting(stored)
@@ -221,10 +254,8 @@ class ContextBuilder:
         cut = self._verbatim_from(blocks, budget, ceiling, tokens, own, follows)
         if cut == 0:  # the first exchange is sent as it is, its context with it
             system = split.system
-        recent_ids = frozenset(ids[cut:])
-        pool = [i for i in dict.fromkeys(ids[:cut]) if i not in recent_ids]
-        # (a page an earlier request stored of a block this history has grown is of this history too: Split.earlier)
-        tree, manifests = await visible_tree(snapshot, pool, set(ids).union(split.earlier), recent_ids)
+        recent_ids, pool, history_ids = self._pool_of(thread, ids, cut, split.earlier)
+        tree, manifests = await visible_tree(snapshot, pool, history_ids, recent_ids)
         persisted, steps = snapshot.views, shown_steps(snapshot.steps)
         state = normalize({k: v for k, v in persisted.items() if k in tree}, tree)
         # the zoom works on `tree`; the budget and the rendering on `flow`, where the containers the model has
@@ -278,7 +309,7 @@ class ContextBuilder:
         # folded into the background is back in Summary), the wanted views below them. A page of a laid-open
         # container is in Summary for the zoom whatever it was shown as: consulting it opens its container.
         shown_state = {k: v for k, v in wanted.items() if k not in flow.roots} | dict(fit.views)
-        history_tokens = kept(snapshot, "history_tokens", tree, lambda: _tokens_of(manifests, set(ids)),
+        history_tokens = kept(snapshot, "history_tokens", tree, lambda: _tokens_of(manifests, history_ids),
                               lambda before, added: before + sum(manifests[i].page.tokens for i in added)) + (  # (pool pages: of ids)
             REPLY_PRIMING + tokens.total(system) + live_tokens
         )

@@ -7,7 +7,7 @@ container the model has not opened laid open, so the router and the budget work 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set as AbstractSet
 from typing import Any, TypeVar
 
 from gateway.adapters.manifests import Manifest
@@ -20,8 +20,8 @@ T = TypeVar("T")
 
 
 async def visible_tree(
-    store: ThreadSnapshot, pool: Sequence[str], history: set[str], recent: frozenset[str] = frozenset()
-) -> tuple[PageTree, dict[str, Manifest]]:
+    store: ThreadSnapshot, pool: Sequence[str], history: AbstractSet[str], recent: frozenset[str] = frozenset()
+) -> tuple[PageTree, Mapping[str, Manifest]]:
     """The top-level pages covering `pool`: a consolidated page stands for its children when every
     original page under it belongs to this request's history (pages of other branches never show), the recent
     turns shown verbatim (``recent``) included: the tree leaves those out of its container (they are not in the
@@ -29,11 +29,12 @@ async def visible_tree(
     and links are read through the request's snapshot of the thread (from Redis only where the process's
     cache does not have them). The result is kept with the thread's version for the same pool and history
     when every page of the pool is stored (a page stored later changes no stored page or link, so the version
-    stays, but it would join the tree)."""
+    stays, but it would join the tree). The manifests are the kept ones, not a copy (read only: a request's pages
+    are its every page, and a copy of them would be a pass over the thread)."""
     key = ("visible_tree", tuple(pool), frozenset(history), recent)
     kept: tuple[PageTree, dict[str, Manifest]] | None = store.derived.get(key)
     if kept is not None:
-        return kept[0], dict(kept[1])
+        return kept
     grown = await _grown_tree(store, key)
     if grown is not None:
         return grown
@@ -79,7 +80,7 @@ async def visible_tree(
     pages = [m.page for i, m in manifests.items() if i not in holding]
     tree = PageTree.from_pages(pages, roots)
     if complete:
-        store.derived[key] = (tree, dict(manifests))
+        store.derived[key] = (tree, manifests)
         if not holding:
             _remember(store, key)
     return tree, manifests
@@ -118,7 +119,7 @@ async def _grown_tree(store: ThreadSnapshot, key: tuple[Any, ...]) -> tuple[Page
             return None
         tree = kept[0].grown(added)
         manifests = {**kept[1], **manifests}
-        store.derived[key] = (tree, dict(manifests))
+        store.derived[key] = (tree, manifests)
         store.derived[("grown", id(tree))] = (tree, kept[0], added)
         _remember(store, key)
         return tree, manifests

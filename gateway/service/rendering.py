@@ -80,18 +80,30 @@ class Rendering:
         self.wanted: dict[str, View] = dict(state)
         self.excerpts: dict[str, Offer] = {}
         self._last: tuple[FitResult, list[Mapping[str, Any]]] | None = None  # the last rendering measured
+        # each top-level page's position in the flow, where the builder has it (the pool's table): the nodes shown are
+        # then put in order by it, not by a walk over every page
+        self.position: Mapping[str, int] | None = None
 
     def compose(self, result: FitResult | None) -> list[Mapping[str, Any]]:
         """The messages for ``result`` (``None``: the context without a page)."""
         views = dict(result.views) if result else {}
         chosen = {i: self.excerpts[i][1][k].text for i, k in result.excerpts.items()} if result else {}
         background = background_lines((self.pages[i] for i in (result.background_ids if result else ())), chosen, result.mapped if result else ())
-        nodes = nodes_from_state(self._flow, self.wanted, self.pages, roots=[r for r in self._flow.roots if r in views], overrides=views)
+        nodes = nodes_from_state(self._flow, self.wanted, self.pages, roots=self._in_order(views), overrides=views)
         xml = render_context(RenderInput(
             now=self._now, query=self._query, steps=self.steps, background=background, nodes=nodes,
             consult_name=self._names.consult, shelve_name=self._names.shelve,
         ))  # fmt: skip
         return [{"role": "system", "content": _system_text(self._system, xml)}, *self._live]
+
+    def _in_order(self, shown: Mapping[str, View]) -> list[str]:
+        """The top-level pages among ``shown``, in the flow's order."""
+        position = self.position
+        if not shown:
+            return []
+        if position is not None and all(page in position for page in shown):
+            return sorted(shown, key=position.__getitem__)
+        return [r for r in self._flow.roots if r in shown]
 
     def counted(self, messages: list[Mapping[str, Any]]) -> int:
         """``counter.count_messages`` of a rendering: its system message, then the verbatim ones as counted before."""

@@ -50,7 +50,7 @@ from gateway.core.lexical import (
 from gateway.core.lru import Lru
 from gateway.core.when import named_span
 from gateway.core.worth import RELEVANCE_POWER
-from gateway.service.router_arrays import ALIGNED_PER_THREAD, ALIGNED_THREADS, Aligned, VectorCache, bm25_array, first_by_value
+from gateway.service.router_arrays import ALIGNED_PER_THREAD, ALIGNED_THREADS, Aligned, Relevance, VectorCache, bm25_array, first_by_value
 from gateway.errors import GatewayError
 
 __all__ = ["Router", "Selection", "matched_on", "reconstruct_query"]
@@ -100,7 +100,7 @@ def matched_on(query: str, previous_summary: str | None) -> str:
 
 @dataclass(frozen=True)
 class Selection:
-    relevance: dict[str, float]
+    relevance: Mapping[str, float]
     views: dict[str, View]
     match_text: str
     # router-model; heuristic; router-model-fallback (asked, but it failed or timed out); unranked (nothing to
@@ -237,16 +237,16 @@ class Router:
         now: datetime | None = None,
         names: Collection[str] = (),
         *,
-        columns: tuple[Sequence[str], npt.NDArray[np.float64]],
+        columns: tuple[Sequence[str], npt.NDArray[np.float64], Mapping[str, int]],
     ) -> Selection:
         """Relevance and views for ``roots`` (in conversation order); ``documents``, the same pages over the
         thread's postings, gives the lexical statistics without looking at every page (the same numbers), and
         ``own`` gives the same for the user's own messages, on which a question about the user is matched;
         ``now``, the request's time, dates the days a query names ("10 days ago"); ``names``, the participants it
-        names (`gateway.core.excerpt.participants`); ``columns``, the pages' ids and times (`Manifest.written_ts`), as
-        the caller keeps them with the thread's version (gateway.service.view_choice)."""
+        names (`gateway.core.excerpt.participants`); ``columns``, the pages' ids, times (`Manifest.written_ts`) and each
+        id's position, as the caller keeps them with the thread's version (gateway.service.view_choice)."""
         text = matched_on(query, previous_summary)
-        ids, written = columns
+        ids, written, at = columns
         counts = [m.terms for m in roots] if documents is None else []  # (only without the postings)
         query_terms = terms(text)
         about_user = query_source(text) == "user"
@@ -288,7 +288,7 @@ class Router:
         if now is not None:
             scores = _dated(scores, written, query, now, lambda: holding(TELLING_TERMS))
         scores = _answer_form(scores, query, holding)
-        relevance = dict(zip(ids, scores.tolist()))
+        relevance = Relevance(at, scores)
         # best first, ties in conversation order (a stable sort on the negated scores, as sorted() would)
         shortlist = [ids[i] for i in first_by_value(scores, self._settings.shortlist).tolist()]
         decided = await self._ask_router(text, shortlist, roots, relevance)
@@ -300,7 +300,7 @@ class Router:
         return Selection(relevance, {}, text, "router-model-fallback" if asked else "heuristic", scores)
 
     async def _ask_router(
-        self, match_text: str, shortlist: Sequence[str], roots: Sequence[Manifest], relevance: dict[str, float]
+        self, match_text: str, shortlist: Sequence[str], roots: Sequence[Manifest], relevance: Mapping[str, float]
     ) -> tuple[dict[str, float], dict[str, View]] | None:
         model = self._settings.router_model
         if model is None or not shortlist:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -15,7 +15,7 @@ import numpy.typing as npt
 from gateway.adapters.postings import Documents
 from gateway.core.lru import Lru
 
-__all__ = ["ALIGNED_PER_THREAD", "ALIGNED_THREADS", "Aligned", "VectorCache", "bm25_array", "first_by_value"]
+__all__ = ["ALIGNED_PER_THREAD", "ALIGNED_THREADS", "Aligned", "Relevance", "VectorCache", "bm25_array", "first_by_value"]
 
 ALIGNED_THREADS = 32  # threads whose last requests' page vectors are kept in order
 # per thread, the last requests' pages: two, for requests whose budgets keep different recent turns out of the pool
@@ -42,6 +42,60 @@ class VectorCache:
     def put_many(self, scope: str, vectors: Mapping[str, npt.NDArray[np.float32]]) -> None:
         for page_id, vector in vectors.items():
             self._items.put((scope, page_id), vector)
+
+
+class Relevance(Mapping[str, float]):
+    """Each top-level page's relevance, read like the dictionary it stands for: the router's ``scores`` of the pages
+    it scored, by the position ``at`` gives each among them, and the values set ``apart`` (a laid-open container's,
+    the page the live turn follows, the pages the model opened), which come first. A request reads a few pages one
+    by one and every page only as an array (`scored`, `over`): the scores are never made into a dictionary of every
+    page, nor looked up page by page."""
+
+    __slots__ = ("_apart", "_at", "_scores")
+
+    def __init__(self, at: Mapping[str, int], scores: npt.NDArray[np.float64], apart: Mapping[str, float] | None = None) -> None:
+        self._at, self._scores, self._apart = at, scores, dict(apart or {})
+
+    def __getitem__(self, page: str) -> float:
+        value = self._apart.get(page)
+        return value if value is not None else float(self._scores[self._at[page]])
+
+    def __contains__(self, page: object) -> bool:
+        return page in self._apart or page in self._at
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._at
+        yield from (page for page in self._apart if page not in self._at)
+
+    def __len__(self) -> int:
+        return len(self._at) + sum(page not in self._at for page in self._apart)
+
+    def apart(self, values: Mapping[str, float]) -> Relevance:
+        """These relevances with ``values`` set apart too (over what was)."""
+        return Relevance(self._at, self._scores, {**self._apart, **values})
+
+    def scored(self) -> npt.NDArray[np.float64]:
+        """The relevance of the scored pages, in their order (a copy)."""
+        values = self._scores.copy()
+        for page, value in self._apart.items():
+            position = self._at.get(page)
+            if position is not None:
+                values[position] = value
+        return values
+
+    def positions(self, pages: Sequence[str]) -> npt.NDArray[np.intp]:
+        """Each of ``pages``' position among the scored pages, -1 for one not scored (for `over`)."""
+        return np.fromiter(map(lambda page: self._at.get(page, -1), pages), dtype=np.intp, count=len(pages))
+
+    def over(self, roots: Sequence[str], at_roots: npt.NDArray[np.intp], position: Mapping[str, int]) -> npt.NDArray[np.float64]:
+        """The relevance of ``roots``: ``at_roots`` gives each root's position among the scored pages (-1: one that
+        is not scored, whose relevance is set apart) and ``position`` each root's among ``roots``."""
+        values = np.where(at_roots >= 0, self._scores[np.maximum(at_roots, 0)], 0.0) if len(self._scores) else np.zeros(len(roots))
+        for page, value in self._apart.items():
+            i = position.get(page)
+            if i is not None:
+                values[i] = value
+        return values
 
 
 SPARE_ROWS = 256  # rows of room a thread's matrix of page vectors gets to grow into: a quarter of its rows, at least this

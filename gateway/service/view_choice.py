@@ -28,7 +28,7 @@ from gateway.service.page_excerpts import Names, Offer, PageExcerpts
 from gateway.service.page_tree import kept
 from gateway.service.rendering import Rendering
 from gateway.service.router import Router, Selection, matched_on
-from gateway.service.router_arrays import first_by_value
+from gateway.service.router_arrays import Relevance, first_by_value
 
 __all__ = ["RECENT_SHARE", "Fitted", "Layout", "ViewChoice"]
 
@@ -155,6 +155,7 @@ class ViewChoice:
                 excerpts[follows] = self._excerpts.leading(thread, pages[follows], layout.counter, layout.sides)
         room = layout.limit - layout.fixed
         table = kept_table(layout.snapshot, flow, manifests)  # kept with the thread's version
+        rendering.position = table.position
         more = [] if ranked is None else ranked[len(best) : showable(table, best, excerpts, room)]
         if more:
             pages.update(await self._store.pages(thread, more))
@@ -188,10 +189,19 @@ class ViewChoice:
                 flow_overhead=layout.flow_overhead,
             )
 
+        def scores() -> npt.NDArray[np.float64]:
+            """The relevance of the table's pages in its order, from the scores' array (the positions kept with the tree)."""
+            if not taken:
+                at_roots = kept(layout.snapshot, "root_at", flow, lambda: relevance.positions(flow.roots),
+                                lambda before, added: np.concatenate((before, relevance.positions(added))))  # fmt: skip
+                taken.append(relevance.over(table.roots, at_roots, table.position))
+            return taken[0]
+
+        taken: list[npt.NDArray[np.float64]] = []
         must = {r for r in (*state, *requested) if view_of(requested, r) is View.UNPACKED or r in state} | set(excerpts) | set(maps)
         try:
             for spare in () if whole else POOL_SPARES:
-                pool, rest = candidate_pool(table, manifests, relevance, layout.seen, layout.now, room, excerpts, must, spare)
+                pool, rest = candidate_pool(table, manifests, relevance, layout.seen, layout.now, room, excerpts, must, spare, scores())
                 try:
                     fit = fitted([candidate(r) for r in pool], rest)
                     break
@@ -237,7 +247,7 @@ class ViewChoice:
         whole: bool = False,
         follows: str | None = None,
         speakers: Callable[[], Mapping[str, str]] = dict,
-    ) -> tuple[dict[str, float], dict[str, View], str, Documents | None, str, tuple[str, ...], Mapping[str, str]]:
+    ) -> tuple[Relevance, dict[str, View], str, Documents | None, str, tuple[str, ...], Mapping[str, str]]:
         """Relevance per top-level page, the views asked for (the router's, and the model's own zoom), the
         text matched (the query, reconstructed when it says too little), the pages scored as documents over
         the thread's postings (for their term statistics), who decided the views, and the participants the query
@@ -256,28 +266,31 @@ class ViewChoice:
         # (the speakers are read only for a question that may name someone)
         named = self._named(query, snapshot, flow, documents, manifests, speakers()) if documents is not None and NAMED.search(query) else {}
         if whole:
-            selection = Selection(dict.fromkeys(scored_ids, 1.0), {}, matched_on(query, summary), "unranked")
+            equal = np.ones(len(scored_ids))
+            selection = Selection(Relevance(columns.at, equal), {}, matched_on(query, summary), "unranked", equal)
         else:
             selection = await self._router.select(
                 thread, query, summary, scored, documents,
                 lambda: snapshot.user_postings.documents(scored_ids, own_lengths), now, named.keys(),
-                columns=(scored_ids, columns.written),
+                columns=(scored_ids, columns.written, columns.at),
             )
-        relevance = dict(selection.relevance)
+        values = selection.scores
+        if values is None:  # (a router model's relevance, or every page as an equal)
+            values = np.fromiter(map(selection.relevance.__getitem__, scored_ids), dtype=np.float64, count=len(scored_ids))
+        apart: dict[str, float] = {}
         if folded:  # each laid-open container's best page, by one pass over the scores in the pages' order
-            values = selection.scores
-            if values is None:  # (a router model's relevance)
-                values = np.fromiter(map(relevance.__getitem__, scored_ids), dtype=np.float64, count=len(scored_ids))
             # (the pages a tree adds at its end are after every folded one: their positions stay)
             containers, positions, starts = kept(
-                snapshot, "folded_positions", flow, lambda: _folded_positions(folded, scored_ids), lambda before, _: before
+                snapshot, "folded_positions", flow, lambda: _folded_positions(folded, columns.at), lambda before, _: before
             )
             best = np.maximum.reduceat(values[positions], starts) if len(positions) else np.zeros(0)
             of = dict(zip(containers, (CONTAINER_SHARE * best).tolist()))
-            relevance.update({container: of.get(container, 0.0) for container in folded})
-        if follows in relevance:  # the exchange the live turn continues (Layout.follows): it takes what the others leave
-            relevance[follows] = max(relevance[follows], LEFTOVER)
-        relevance.update({page: 1.0 for page in state if page in relevance})  # the model opened it: keep it open
+            apart.update({container: of.get(container, 0.0) for container in folded})
+        relevance = Relevance(columns.at, values, apart)
+        if follows is not None and follows in relevance:  # the exchange the live turn continues (Layout.follows): it takes what the others leave
+            apart[follows] = max(relevance[follows], LEFTOVER)
+        apart.update({page: 1.0 for page in state if page in relevance})  # the model opened it: keep it open
+        relevance = relevance.apart(apart)
         requested = dict(selection.views)
         requested.update({k: v for k, v in state.items() if k in flow.roots})
         return relevance, requested, selection.match_text, documents, selection.decided_by, scored_ids, named
@@ -315,9 +328,9 @@ class ViewChoice:
         return participants(query, said, len(documents), words, speakers)
 
     @staticmethod
-    def _ranked(scored: Sequence[str], relevance: Mapping[str, float]) -> _Ranked:
+    def _ranked(scored: Sequence[str], relevance: Relevance) -> _Ranked:
         """The top-level pages that match the query (``scored``: the pages the router scored), best first."""
-        return _Ranked(scored, relevance)
+        return _Ranked(scored, relevance.scored())
 
 
 class _Ranked:
@@ -325,9 +338,9 @@ class _Ranked:
     relevance, as sorted(reverse=True) would give them), ranked and made into ids only as far as they are sliced: a
     request reads the first few of a ranking of every page."""
 
-    def __init__(self, scored: Sequence[str], relevance: Mapping[str, float]) -> None:
+    def __init__(self, scored: Sequence[str], values: npt.NDArray[np.float64]) -> None:
         self._ids = scored
-        self._values = np.fromiter(map(relevance.__getitem__, scored), dtype=np.float64, count=len(scored))
+        self._values = values
         self._positive = int(np.count_nonzero(self._values > 0))
         self._order = np.zeros(0, dtype=np.intp)  # the ranking's first pages, as far as it was read
 
@@ -343,11 +356,10 @@ class _Ranked:
 
 
 def _folded_positions(
-    folded: Mapping[str, tuple[str, ...]], scored_ids: Sequence[str]
+    folded: Mapping[str, tuple[str, ...]], at: Mapping[str, int]
 ) -> tuple[list[str], npt.NDArray[np.intp], npt.NDArray[np.intp]]:
-    """The laid-open containers that hold pages, their pages' positions among ``scored_ids`` one container after
-    another, and where each container's begin (for ``np.maximum.reduceat``)."""
-    at = dict(zip(scored_ids, range(len(scored_ids))))
+    """The laid-open containers that hold pages, their pages' positions among the scored pages (``at``) one container
+    after another, and where each container's begin (for ``np.maximum.reduceat``)."""
     containers = [c for c, pages in folded.items() if pages]
     sizes = [len(folded[c]) for c in containers]
     positions = np.fromiter((at[p] for c in containers for p in folded[c]), dtype=np.intp, count=sum(sizes))
@@ -380,17 +392,19 @@ class _Scored:
     lengths: list[int]
     own_lengths: list[int]
     written: npt.NDArray[np.float64]
+    at: dict[str, int]  # each id's position
 
     @classmethod
-    def of(cls, scored: list[Manifest]) -> _Scored:
+    def of(cls, scored: list[Manifest], offset: int = 0) -> _Scored:
+        ids = tuple(m.page.id for m in scored)
         return cls(
-            scored, tuple(m.page.id for m in scored), [m.length for m in scored], [m.own_length for m in scored],
-            np.array([m.written_ts for m in scored], dtype=np.float64),
+            scored, ids, [m.length for m in scored], [m.own_length for m in scored],
+            np.array([m.written_ts for m in scored], dtype=np.float64), dict(zip(ids, range(offset, offset + len(ids)))),
         )  # fmt: skip
 
     def grown(self, added: list[Manifest]) -> _Scored:
-        more = _Scored.of(added)
+        more = _Scored.of(added, len(self.ids))
         return _Scored(
             self.manifests + more.manifests, self.ids + more.ids, self.lengths + more.lengths,
-            self.own_lengths + more.own_lengths, np.concatenate((self.written, more.written)),
+            self.own_lengths + more.own_lengths, np.concatenate((self.written, more.written)), {**self.at, **more.at},
         )  # fmt: skip
