@@ -9,7 +9,7 @@ surface for it, so the key layout and the store's errors stay in `gateway.adapte
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -141,9 +141,11 @@ class ThreadSnapshot:
         question about the user first asks for it, then kept up to date as pages are read."""
         return self._known.own_postings()
 
-    def last_seen(self, ids: Sequence[str]) -> dict[str, datetime]:
+    def last_seen(self, ids: Sequence[str], among: Callable[[str], bool] | None = None) -> dict[str, datetime]:
+        """When the model last saw each of ``ids`` it has seen; ``among`` tells whether a page is one of them, where
+        the caller can say so without a set of them all."""
         seen = self._seen
         if len(seen) < len(ids):  # the few pages ever opened are walked, not every page of the thread
-            wanted = set(ids)
-            return {i: datetime.fromisoformat(at) for i, at in seen.items() if i in wanted}
+            wanted = among if among is not None else set(ids).__contains__
+            return {i: datetime.fromisoformat(at) for i, at in seen.items() if wanted(i)}
         return {i: datetime.fromisoformat(seen[i]) for i in ids if i in seen}

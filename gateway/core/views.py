@@ -163,6 +163,10 @@ class PageTree:
         """Every page id in the context, depth first in child order."""
         return tuple(self._parents)
 
+    def is_root(self, page_id: str) -> bool:
+        """Whether ``page_id`` is one of the top-level pages (found by its parent, not in ``roots``)."""
+        return page_id in self._parents and self._parents[page_id] is None
+
     def kind(self, page_id: str) -> PageType:
         return PageType.CONSOLIDATED if page_id in self.consolidated else PageType.ORIGINAL
 

@@ -8,7 +8,8 @@ When they all fit whole, or none can, nothing is scored (`gateway.core.budget.sh
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence, Set as AbstractSet
+from collections import ChainMap
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence, Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -21,6 +22,7 @@ from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.config import PcpSettings
 from gateway.core import (
     Block,
+    Page,
     PageTree,
     Step,
     TokenCounter,
@@ -262,9 +264,11 @@ class ContextBuilder:
         # not opened are laid open
         flow, folded = open_folded_kept(snapshot, tree, state)
 
-        # (a copy: the rendering adds the pages it reads whole)
-        pages = dict(kept(snapshot, "pages", tree, lambda: {i: m.page for i, m in manifests.items()},
-                          lambda before, added: {**before, **{i: manifests[i].page for i in added}}))
+        # (over the kept ones, a map of its own: the rendering adds the pages it reads whole)
+        pages: MutableMapping[str, Page] = ChainMap({}, kept(
+            snapshot, "pages", tree, lambda: {i: m.page for i, m in manifests.items()},
+            lambda before, added: {**before, **{i: manifests[i].page for i in added}},
+        ))  # fmt: skip
         names = zoom_names(tools)
         verbatim = sorted(scaffold | set(keep[cut:]))  # the recent turns and the scaffolding, in request order
         live: list[Mapping[str, Any]] = [m for i in verbatim for m in split.blocks[i].messages] + list(split.tail)
@@ -285,7 +289,7 @@ class ContextBuilder:
         if explained is None:
             explained = self._explained[key] = instruction_costs(counter.count, names.consult, names.shelve, trace=key[3])
         background_overhead, flow_overhead = BACKGROUND_OVERHEAD + explained.background, explained.nodes
-        seen = snapshot.last_seen(flow.roots)
+        seen = snapshot.last_seen(flow.roots, flow.is_root)
         # When every page could be shown whole, relevance has nothing to choose (a short thread, and every request
         # whose raw form is weighed against its paged one): the pages are fitted as equals, without the router (the
         # query's embedding, BM25, the router model's call). If one of them does not end whole after all, the

@@ -9,7 +9,7 @@ verbatim messages once, and keeps the last rendering it measured, which is most 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -69,7 +69,7 @@ class Rendering:
         live: Sequence[Mapping[str, Any]],
         live_tokens: int,
         flow: PageTree,
-        pages: dict[str, Page],
+        pages: MutableMapping[str, Page],
         state: ViewState,
         counter: TokenCounter,
     ) -> None:
