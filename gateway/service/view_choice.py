@@ -287,7 +287,8 @@ class ViewChoice:
             of = dict(zip(containers, (CONTAINER_SHARE * best).tolist()))
             apart.update({container: of.get(container, 0.0) for container in folded})
         relevance = Relevance(columns.at, values, apart)
-        if follows is not None and follows in relevance:  # the exchange the live turn continues (Layout.follows): it takes what the others leave
+        # the exchange the live turn continues (Layout.follows): it takes what the others leave
+        if follows is not None and follows in relevance:
             apart[follows] = max(relevance[follows], LEFTOVER)
         apart.update({page: 1.0 for page in state if page in relevance})  # the model opened it: keep it open
         relevance = relevance.apart(apart)
