@@ -7,7 +7,9 @@ later runs with the same ``--turns`` find it there and only ask. Each measured r
 and served by the real `ChatService` (the scripted fake upstream on loopback answers); its CPU is this process's
 (`time.process_time`: all threads), the JSON decoding of its body measured beside (as the gateway's edge reads it: on
 from the previous body, `gateway.http.bodies`; and, outside the request's CPU, the whole body by orjson).
-``--growing`` adds an exchange per request, as a chat does; ``--after-commit`` makes each measured request the first
+The lengths' requests alternate, one of each in turn (each length with its own services and caches, as one
+gateway per length would have them): the machine's drift falls on both sides of their ratio, which issue 47's target
+is, and which each budget's p50 gives. ``--growing`` adds an exchange per request, as a chat does; ``--after-commit`` makes each measured request the first
 after a change of the thread's version, logged as a consolidation's commit logs it (one that wrote no page: a
 process reads again only the pages a change wrote). ``--profile`` prints cProfile's top
 functions over the measured requests (cumulative, then own time).
@@ -28,6 +30,7 @@ import pstats
 import statistics
 import sys
 import time
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -51,46 +54,36 @@ from tests.support.gateway_process import gateway_config  # noqa: E402
 THREAD = "profile"
 
 
-async def measure(turns: int, args: argparse.Namespace, fake: FakeUpstream) -> dict[str, Any]:
-    raw = gateway_config(fake.url, Path("/tmp/pcp-profile-context"), store={"redis_url": args.redis, "key_prefix": f"pcpprof-{turns}"},
-                         pcp={"raw_form": True}, server={"max_body_bytes": 1 << 30})
-    config = parse_config(raw)
-    base = history(turns)
-    budgets = [int(b) for b in str(args.budget).split(",")]
-    replies = [m["content"] for m in history(turns + 200)[2 + 2 * turns :: 2]]
-    salt = time.time_ns()
-    async with open_services(config) as services:
+class Size:
+    """One thread length's thread, services and measurements: stored (once) and warmed by `open`, then measured one
+    request at a time (`one`), so that the lengths' requests can alternate."""
+
+    @classmethod
+    async def open(cls, turns: int, args: argparse.Namespace, fake: FakeUpstream, stack: AsyncExitStack) -> Size:
+        size = cls()
+        size.turns, size.args = turns, args
+        raw = gateway_config(fake.url, Path("/tmp/pcp-profile-context"), store={"redis_url": args.redis, "key_prefix": f"pcpprof-{turns}"},
+                             pcp={"raw_form": True}, server={"max_body_bytes": 1 << 30})
+        size.config = config = parse_config(raw)
+        size.base = history(turns)
+        size.budgets = [int(b) for b in str(args.budget).split(",")]
+        size.replies = [m["content"] for m in history(turns + 200)[2 + 2 * turns :: 2]]
+        size.salt = time.time_ns()
+        services = size.services = await stack.enter_async_context(open_services(config))
         client = services.store.client
         if args.flush:
             keys = [k async for k in client.scan_iter(match=f"pcpprof-{turns}:*", count=10_000)]
             for i in range(0, len(keys), 5000):
                 await client.delete(*keys[i : i + 5000])
-        chat = ChatService(services.upstream, services.store, config, services.embedder, services.consolidator)
-        models = config.model_names
-        bodies = Bodies()  # as the gateway's edge keeps them (gateway.http.bodies)
-
-        whole: list[float] = []
-
-        async def ask(i: int, grow: bool = False) -> tuple[float, float, Any]:
-            if grow:  # a chat's next request: the question before, answered, then a new one (each stores a page)
-                reply = f"{replies[i % len(replies)]} (run {salt})"  # new pages on every run of the same stored thread
-                base.extend([question(i - 1), {"role": "assistant", "content": reply}])
-            body = json.dumps({"model": "fake-model", "messages": [*base, question(i)]}).encode()
-            whole0 = time.process_time()
-            orjson.loads(body)  # the body decoded whole, as a gateway that keeps nothing of the last one would
-            whole.append((time.process_time() - whole0) * 1000)
-            cpu0 = time.process_time()
-            meta = RequestMeta(tenant="anon", thread=THREAD, budget=str(budgets[i % len(budgets)]))
-            request = parse_chat_request(body, models, meta, bodies)
-            decoded = time.process_time()
-            completion = await chat.complete(request)
-            cpu1 = time.process_time()
-            return (cpu1 - cpu0) * 1000, (decoded - cpu0) * 1000, completion
-
+        size.chat = ChatService(services.upstream, services.store, config, services.embedder, services.consolidator)
+        size.bodies = Bodies()  # as the gateway's edge keeps them (gateway.http.bodies)
+        size.whole, size.cpu, size.decode = [], [], []
+        size.by_budget = {}  # without the decoding: a p50 over two budgets' requests falls between two modes
+        size.profiler = cProfile.Profile() if args.profile else None
         stored = await client.exists(f"pcpprof-{turns}:{{anon:{THREAD}}}:version")
         if not stored:
             t0 = time.perf_counter()
-            await ask(0)
+            await size.ask(0)
             print(f"[{turns}] stored the thread in {time.perf_counter() - t0:.1f}s; consolidating", file=sys.stderr, flush=True)
             background = background_for(config, services, 1)
             assert background is not None and services.consolidator is not None
@@ -101,53 +94,92 @@ async def measure(turns: int, args: argparse.Namespace, fake: FakeUpstream) -> d
                 await asyncio.sleep(0.5)
             await background.stop()
         for i in range(1, 1 + args.warmup):  # warm-up: the process's caches, as a running gateway has them
-            await ask(100 + args.requests + i)  # (questions of both kinds: one about the user reads other vectors)
-        profiler = cProfile.Profile() if args.profile else None
-        cpu, decode = [], []
-        by_budget: dict[int, list[float]] = {}  # without the decoding: a p50 over two budgets' requests falls between two modes
-        whole.clear()
-        for i in range(args.requests):
-            if args.after_commit:  # a new version, logged as a consolidation's commit logs it (one that wrote no page)
-                version_key, changes_key = (f"pcpprof-{turns}:{{anon:{THREAD}}}:{name}" for name in ("version", "changes"))
-                before, after = await client.get(version_key), new_version()
-                await client.set(version_key, after)
-                await client.rpush(changes_key, f"{before.decode() if isinstance(before, bytes) else before} {after} ")
-            if profiler is not None:
-                profiler.enable()
-            total, decoded, completion = await ask(100 + i, args.growing)
-            if profiler is not None:
-                profiler.disable()
-            cpu.append(total)
-            decode.append(decoded)
-            by_budget.setdefault(budgets[(100 + i) % len(budgets)], []).append(total - decoded)
-        form = completion.headers.get("x-pcp-form")
-        report = {"turns": turns, "form": form, "pages": completion.headers.get("x-pcp-pages"),
+            await size.ask(100 + args.requests + i)  # (questions of both kinds: one about the user reads other vectors)
+        size.whole.clear()
+        return size
+
+    turns: int
+    args: argparse.Namespace
+    config: Any
+    base: list[dict[str, Any]]
+    budgets: list[int]
+    replies: list[str]
+    salt: int
+    services: Any
+    chat: ChatService
+    bodies: Bodies
+    whole: list[float]
+    cpu: list[float]
+    decode: list[float]
+    by_budget: dict[int, list[float]]
+    profiler: cProfile.Profile | None
+    completion: Any = None
+
+    async def ask(self, i: int, grow: bool = False) -> tuple[float, float, Any]:
+        if grow:  # a chat's next request: the question before, answered, then a new one (each stores a page)
+            reply = f"{self.replies[i % len(self.replies)]} (run {self.salt})"  # new pages on every run of the same stored thread
+            self.base.extend([question(i - 1), {"role": "assistant", "content": reply}])
+        body = json.dumps({"model": "fake-model", "messages": [*self.base, question(i)]}).encode()
+        whole0 = time.process_time()
+        orjson.loads(body)  # the body decoded whole, as a gateway that keeps nothing of the last one would
+        self.whole.append((time.process_time() - whole0) * 1000)
+        cpu0 = time.process_time()
+        meta = RequestMeta(tenant="anon", thread=THREAD, budget=str(self.budgets[i % len(self.budgets)]))
+        request = parse_chat_request(body, self.config.model_names, meta, self.bodies)
+        decoded = time.process_time()
+        completion = await self.chat.complete(request)
+        cpu1 = time.process_time()
+        return (cpu1 - cpu0) * 1000, (decoded - cpu0) * 1000, completion
+
+    async def one(self, i: int) -> None:
+        """Measured request ``i``."""
+        args, client = self.args, self.services.store.client
+        if args.after_commit:  # a new version, logged as a consolidation's commit logs it (one that wrote no page)
+            version_key, changes_key = (f"pcpprof-{self.turns}:{{anon:{THREAD}}}:{name}" for name in ("version", "changes"))
+            before, after = await client.get(version_key), new_version()
+            await client.set(version_key, after)
+            await client.rpush(changes_key, f"{before.decode() if isinstance(before, bytes) else before} {after} ")
+        if self.profiler is not None:
+            self.profiler.enable()
+        total, decoded, self.completion = await self.ask(100 + i, args.growing)
+        if self.profiler is not None:
+            self.profiler.disable()
+        self.cpu.append(total)
+        self.decode.append(decoded)
+        self.by_budget.setdefault(self.budgets[(100 + i) % len(self.budgets)], []).append(total - decoded)
+
+    def report(self) -> dict[str, Any]:
+        cpu = self.cpu
+        report = {"turns": self.turns, "form": self.completion.headers.get("x-pcp-form"), "pages": self.completion.headers.get("x-pcp-pages"),
                   "cpu_p50": statistics.median(cpu), "cpu_p95": sorted(cpu)[int(0.95 * (len(cpu) - 1))],
-                  "decode_p50": statistics.median(decode), "whole_p50": statistics.median(whole), "cpu_mean": statistics.fmean(cpu),
-                  "by_budget": {budget: statistics.median(values) for budget, values in sorted(by_budget.items())}}
-        if profiler is not None:
+                  "decode_p50": statistics.median(self.decode), "whole_p50": statistics.median(self.whole), "cpu_mean": statistics.fmean(cpu),
+                  "by_budget": {budget: statistics.median(values) for budget, values in sorted(self.by_budget.items())}}
+        if self.profiler is not None:
             out = io.StringIO()
-            stats = pstats.Stats(profiler, stream=out)
-            stats.sort_stats("cumulative").print_stats(args.top)
-            stats.sort_stats("tottime").print_stats(args.top)
+            stats = pstats.Stats(self.profiler, stream=out)
+            stats.sort_stats("cumulative").print_stats(self.args.top)
+            stats.sort_stats("tottime").print_stats(self.args.top)
             report["profile"] = out.getvalue()
         return report
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    reports = []
-    with FakeUpstream() as fake:
-        for turns in [int(t) for t in args.turns.split(",")]:
-            report = await measure(turns, args, fake)
-            reports.append(report)
-            if "profile" in report:
-                print(report.pop("profile"))
-            print(f"{report['turns']:>6} turns ({report['form']}, pages {report['pages']}): CPU p50 {report['cpu_p50']:.1f} ms, "
-                  f"p95 {report['cpu_p95']:.1f} ms, of which JSON decoding p50 {report['decode_p50']:.1f} ms (the body whole: "
-                  f"{report['whole_p50']:.1f}); without it "
-                  f"{report['cpu_p50'] - report['decode_p50']:.1f} ms; mean {report['cpu_mean']:.1f} ms (with the collector's full "
-                  f"passes, which the p50 leaves out)", flush=True)
-            print("        by budget, without decoding, p50: " + ", ".join(f"{b}: {v:.1f} ms" for b, v in report["by_budget"].items()), flush=True)
+    async with AsyncExitStack() as stack:
+        fake = stack.enter_context(FakeUpstream())
+        sizes = [await Size.open(int(t), args, fake, stack) for t in args.turns.split(",")]
+        for i in range(args.requests):  # the lengths' requests alternate: what the machine does meanwhile falls on both
+            for size in sizes:
+                await size.one(i)
+        reports = [size.report() for size in sizes]
+    for report in reports:
+        if "profile" in report:
+            print(report.pop("profile"))
+        print(f"{report['turns']:>6} turns ({report['form']}, pages {report['pages']}): CPU p50 {report['cpu_p50']:.1f} ms, "
+              f"p95 {report['cpu_p95']:.1f} ms, of which JSON decoding p50 {report['decode_p50']:.1f} ms (the body whole: "
+              f"{report['whole_p50']:.1f}); without it "
+              f"{report['cpu_p50'] - report['decode_p50']:.1f} ms; mean {report['cpu_mean']:.1f} ms (with the collector's full "
+              f"passes, which the p50 leaves out)", flush=True)
+        print("        by budget, without decoding, p50: " + ", ".join(f"{b}: {v:.1f} ms" for b, v in report["by_budget"].items()), flush=True)
     if len(reports) > 1:  # issue 47's target: the longest thread's request over the shortest's, budget by budget
         first, last = reports[0], reports[-1]
         print(f"{last['turns']} / {first['turns']} turns, without decoding, by budget: "
