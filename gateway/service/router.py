@@ -169,7 +169,7 @@ def _raised(scores: npt.NDArray[np.float64], inside: npt.NDArray[np.bool_]) -> n
     return _normalised(np.where(inside, scores * factor, scores))
 
 
-def _above_typical(cosines: Sequence[float]) -> npt.NDArray[np.float64]:
+def _above_typical(cosines: Sequence[float] | npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """Each page's cosine above the thread's median page's, over the best page's (:func:`_normalised`). Texts about
     different things are not at cosine 0: on a LoCoMo thread the median page is at ~0.16 from a question whose best
     page is at ~0.57. Normalised from 0, every page kept that share of the semantic weight, so a page that says
@@ -198,11 +198,11 @@ class Router:
         # per thread, its last request's pages and their vectors in that order (pages and vectors never change)
         self._aligned: Lru[str, list[Aligned]] = Lru(ALIGNED_THREADS)
 
-    async def _semantic(self, thread: ThreadKey, match_text: str, ids: Sequence[str], user: bool = False) -> list[float]:
+    async def _semantic(self, thread: ThreadKey, match_text: str, ids: Sequence[str], user: bool = False) -> npt.NDArray[np.float64]:
         """Cosine of the query with each page's embedding (with ``user``, the embedding of the user's own messages,
         or the best of it and their sentences')."""
         if self._embedder is None or not ids:
-            return [0.0] * len(ids)
+            return np.zeros(len(ids))
         scope = f"{thread.tenant}:{thread.thread}" + (" user" if user else "")
         key = tuple(ids)
         recent = self._aligned.get(scope) or []

@@ -151,11 +151,11 @@ class Aligned:
         spare.used = used + added
         return Aligned(ids, spare.data[: used + added], starts, has, spare)
 
-    def cosines(self, query: npt.NDArray[np.float32]) -> list[float]:
+    def cosines(self, query: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
         scores = np.zeros(len(self.ids))
         if len(self.rows):
             scores[self.has] = np.maximum.reduceat(self.rows @ query, self.starts)
-        return scores.tolist()
+        return scores
 
 
 def bm25_array(
