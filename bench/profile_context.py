@@ -9,10 +9,10 @@ and served by the real `ChatService` (the scripted fake upstream on loopback ans
 from the previous body, `gateway.http.bodies`; and, outside the request's CPU, the whole body by orjson).
 The lengths' requests alternate, one of each in turn (each length with its own services and caches, as one
 gateway per length would have them): the machine's drift falls on both sides of their ratio, which issue 47's target
-is, and which each budget's p50 gives. ``--growing`` adds an exchange per request, as a chat does; ``--after-commit`` makes each measured request the first
-after a change of the thread's version, logged as a consolidation's commit logs it (one that wrote no page: a
-process reads again only the pages a change wrote). ``--profile`` prints cProfile's top
-functions over the measured requests (cumulative, then own time).
+is and which is printed budget by budget. ``--growing`` adds an exchange per request, as a chat does;
+``--after-commit`` makes each measured request the first after a change of the thread's version, logged as a
+consolidation's commit logs it (one that wrote no page: a process reads again only the pages a change wrote).
+``--profile`` prints cProfile's top functions over the measured requests (cumulative, then own time).
 
 Run from the repository root (``--flush`` stores the thread again):
 
