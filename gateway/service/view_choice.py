@@ -189,19 +189,15 @@ class ViewChoice:
                 flow_overhead=layout.flow_overhead,
             )
 
-        def scores() -> npt.NDArray[np.float64]:
-            """The relevance of the table's pages in its order, from the scores' array (the positions kept with the tree)."""
-            if not taken:
-                at_roots = kept(layout.snapshot, "root_at", flow, lambda: relevance.positions(flow.roots),
-                                lambda before, added: np.concatenate((before, relevance.positions(added))))  # fmt: skip
-                taken.append(relevance.over(table.roots, at_roots, table.position))
-            return taken[0]
-
-        taken: list[npt.NDArray[np.float64]] = []
+        # the relevance of the table's pages in its order, from the scores' array (their positions kept with the tree)
+        scores = None if whole else relevance.over(table.roots, kept(
+            layout.snapshot, "root_at", flow, lambda: relevance.positions(flow.roots),
+            lambda before, added: np.concatenate((before, relevance.positions(added))),
+        ), table.position)  # fmt: skip
         must = {r for r in (*state, *requested) if view_of(requested, r) is View.UNPACKED or r in state} | set(excerpts) | set(maps)
         try:
             for spare in () if whole else POOL_SPARES:
-                pool, rest = candidate_pool(table, manifests, relevance, layout.seen, layout.now, room, excerpts, must, spare, scores())
+                pool, rest = candidate_pool(table, manifests, relevance, layout.seen, layout.now, room, excerpts, must, spare, scores)
                 try:
                     fit = fitted([candidate(r) for r in pool], rest)
                     break
