@@ -13,10 +13,13 @@ is and which is printed budget by budget. ``--growing`` adds an exchange per req
 ``--after-commit`` makes each measured request the first after a change of the thread's version, logged as a
 consolidation's commit logs it (one that wrote no page: a process reads again only the pages a change wrote).
 ``--profile`` prints cProfile's top functions over the measured requests (cumulative, then own time).
+``--shape longmemeval`` stores, instead of the synthetic chat, `bench.long_thread`'s thread (LongMemEval_S histories
+joined, long replies) of about ``--turns`` exchanges, and asks the same LongMemEval questions at every length.
 
 Run from the repository root (``--flush`` stores the thread again):
 
-    OMP_NUM_THREADS=1 .venv/bin/python -m bench.profile_context --turns 600,10000 [--requests 20] [--warmup 6] [--budget 2000,4000] [--growing] [--after-commit] [--profile]
+    OMP_NUM_THREADS=1 .venv/bin/python -m bench.profile_context --turns 600,10000 [--requests 20] [--warmup 6] [--budget 2000,4000]
+        [--shape chat|longmemeval] [--growing] [--after-commit] [--profile]
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.long_thread import build_thread, load_items, messages_of  # noqa: E402
 from bench.request_cpu import history, question  # noqa: E402
 from gateway.adapters.redis_store import new_version  # noqa: E402
 from gateway.bootstrap import background_for, open_services  # noqa: E402
@@ -52,6 +56,7 @@ from tests.support.fake_upstream import FakeUpstream  # noqa: E402
 from tests.support.gateway_process import gateway_config  # noqa: E402
 
 THREAD = "profile"
+LONGMEMEVAL_QUESTIONS = 40  # the LongMemEval_S questions the longmemeval shape asks, at every length alike
 
 
 class Size:
@@ -62,17 +67,23 @@ class Size:
     async def open(cls, turns: int, args: argparse.Namespace, fake: FakeUpstream, stack: AsyncExitStack) -> Size:
         size = cls()
         size.turns, size.args = turns, args
-        raw = gateway_config(fake.url, Path("/tmp/pcp-profile-context"), store={"redis_url": args.redis, "key_prefix": f"pcpprof-{turns}"},
+        size.prefix = prefix = f"pcpprof-{turns}" if args.shape == "chat" else f"pcpprof-{args.shape}-{turns}"
+        raw = gateway_config(fake.url, Path("/tmp/pcp-profile-context"), store={"redis_url": args.redis, "key_prefix": prefix},
                              pcp={"raw_form": True}, server={"max_body_bytes": 1 << 30})
         size.config = config = parse_config(raw)
-        size.base = history(turns)
+        if args.shape == "chat":
+            size.base, size.questions = history(turns), []
+        else:  # bench.long_thread's thread; the questions of its first histories, the same at every length
+            items = load_items()
+            size.base = messages_of(build_thread(items, turns))
+            size.questions = [str(item["question"]) for item in items[:LONGMEMEVAL_QUESTIONS]]
         size.budgets = [int(b) for b in str(args.budget).split(",")]
         size.replies = [m["content"] for m in history(turns + 200)[2 + 2 * turns :: 2]]
         size.salt = time.time_ns()
         services = size.services = await stack.enter_async_context(open_services(config))
         client = services.store.client
         if args.flush:
-            keys = [k async for k in client.scan_iter(match=f"pcpprof-{turns}:*", count=10_000)]
+            keys = [k async for k in client.scan_iter(match=f"{prefix}:*", count=10_000)]
             for i in range(0, len(keys), 5000):
                 await client.delete(*keys[i : i + 5000])
         size.chat = ChatService(services.upstream, services.store, config, services.embedder, services.consolidator)
@@ -80,7 +91,7 @@ class Size:
         size.whole, size.cpu, size.decode = [], [], []
         size.by_budget = {}  # without the decoding: a p50 over two budgets' requests falls between two modes
         size.profiler = cProfile.Profile() if args.profile else None
-        stored = await client.exists(f"pcpprof-{turns}:{{anon:{THREAD}}}:version")
+        stored = await client.exists(f"{prefix}:{{anon:{THREAD}}}:version")
         if not stored:
             t0 = time.perf_counter()
             await size.ask(0)
@@ -99,6 +110,8 @@ class Size:
         return size
 
     turns: int
+    prefix: str
+    questions: list[str]
     args: argparse.Namespace
     config: Any
     base: list[dict[str, Any]]
@@ -119,7 +132,8 @@ class Size:
         if grow:  # a chat's next request: the question before, answered, then a new one (each stores a page)
             reply = f"{self.replies[i % len(self.replies)]} (run {self.salt})"  # new pages on every run of the same stored thread
             self.base.extend([question(i - 1), {"role": "assistant", "content": reply}])
-        body = json.dumps({"model": "fake-model", "messages": [*self.base, question(i)]}).encode()
+        asked = question(i) if not self.questions else {"role": "user", "content": self.questions[i % len(self.questions)]}
+        body = json.dumps({"model": "fake-model", "messages": [*self.base, asked]}).encode()
         whole0 = time.process_time()
         orjson.loads(body)  # the body decoded whole, as a gateway that keeps nothing of the last one would
         self.whole.append((time.process_time() - whole0) * 1000)
@@ -135,7 +149,7 @@ class Size:
         """Measured request ``i``."""
         args, client = self.args, self.services.store.client
         if args.after_commit:  # a new version, logged as a consolidation's commit logs it (one that wrote no page)
-            version_key, changes_key = (f"pcpprof-{self.turns}:{{anon:{THREAD}}}:{name}" for name in ("version", "changes"))
+            version_key, changes_key = (f"{self.prefix}:{{anon:{THREAD}}}:{name}" for name in ("version", "changes"))
             before, after = await client.get(version_key), new_version()
             await client.set(version_key, after)
             await client.rpush(changes_key, f"{before.decode() if isinstance(before, bytes) else before} {after} ")
@@ -194,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", default="4000", help="X-PCP-Budget; several (2000,4000) alternate request by request")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/9")
     parser.add_argument("--warmup", type=int, default=6, help="requests before the measured ones (not measured)")
+    parser.add_argument("--shape", choices=("chat", "longmemeval"), default="chat",
+                        help="chat: bench.request_cpu's synthetic short exchanges; longmemeval: bench.long_thread's thread")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--flush", action="store_true", help="store the thread again")
@@ -201,7 +217,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="each measured request the first after the thread's version changed (a consolidation commits a topic)")
     parser.add_argument("--growing", action="store_true",
                         help="each measured request one exchange longer than the one before, as a chat sends them (each stores a page)")
-    return asyncio.run(main_async(parser.parse_args(argv)))
+    args = parser.parse_args(argv)
+    if args.growing and args.shape != "chat":
+        parser.error("--growing grows the synthetic chat only (--shape chat)")
+    return asyncio.run(main_async(args))
 
 
 if __name__ == "__main__":

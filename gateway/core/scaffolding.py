@@ -53,7 +53,7 @@ from typing import Any
 from gateway.core.blocks import Block
 from gateway.core.messages import tool_calls_of, users_said
 
-__all__ = ["Decision", "Layout", "compile_pins", "decide", "head_of", "is_plain_exchange", "scaffolding_blocks"]
+__all__ = ["Decision", "Layout", "compile_pins", "decide", "head_of", "is_plain_exchange", "scaffolding_blocks", "settled"]
 
 # a block's kind in a Layout
 SCAFFOLD = "s"
@@ -128,9 +128,9 @@ class Layout:
     kinds: str  # one of SCAFFOLD / GROWN / FIRST per block
     live: str = ""  # the head of the request's live turn: the block that answers it is the conversation's growth
     hints: str = ""  # which markers decided it (a hash of them): with others, every block is looked at again
-    # whether its ids are distinct, where a request found them so (None: not looked at): the next request on the same
-    # blocks does not look again
-    distinct: bool | None = field(default=None, compare=False)
+    # whether each of its ids has one kind (its copies' too: `settled`), where a request found it so (None: not looked
+    # at): the next request on the same blocks does not look again
+    settled: bool | None = field(default=None, compare=False)
 
     def dumps(self, lists: tuple[str, str] | None = None) -> str:
         """The layout as stored; ``lists``: its ids and heads already written (:meth:`lists`), the bulk of it."""
@@ -198,10 +198,10 @@ def decide(
     # A block's head, and whether a marker matches it, are functions of its content, hence of its id: for the
     # blocks the previous request had, they are in its layout (a pinned block is there as scaffolding) unless
     # the markers changed since.
-    if previous.hints == hints and tuple(ids) == previous.ids and (previous.distinct if previous.distinct is not None else len(set(ids)) == len(ids)):
+    if previous.hints == hints and tuple(ids) == previous.ids and (previous.settled if previous.settled is not None else settled(previous)):
         # the same blocks as the previous request (a new question on the same history, a retry, a tool round): each
         # keeps its kind, and no marker has a new block to look at (what the rule below gives, without its walk)
-        return Decision(_scaffold(previous.kinds), Layout(previous.ids, previous.heads, previous.kinds, live, hints, distinct=True))
+        return Decision(_scaffold(previous.kinds), Layout(previous.ids, previous.heads, previous.kinds, live, hints, settled=True))
     grown = _grown(blocks, ids, previous, live, hints, pins, preamble) if previous.hints == hints else None
     if grown is not None:
         return grown
@@ -216,6 +216,14 @@ def decide(
         _lead(blocks, kinds)
     joined = "".join(kinds)
     return Decision(_scaffold(joined), Layout(tuple(ids), heads, joined, live, hints))
+
+
+def settled(layout: Layout) -> bool:
+    """Whether the rule's walk over ``layout``'s own blocks gives their kinds back: every copy of a block said again
+    word for word has the kind of its last copy (which the walk gives them all), as every block of distinct ids has.
+    A long history repeats exchanges (LongMemEval's filler sessions do): it is settled after one request on it."""
+    last = dict(zip(layout.ids, layout.kinds))
+    return len(last) == len(layout.ids) or all(last[i] == kind for i, kind in zip(layout.ids, layout.kinds))
 
 
 def _scaffold(kinds: str) -> frozenset[int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from gateway.core import scaffolding
 from gateway.core.blocks import split_blocks
 from gateway.core.pages import page_id
-from gateway.core.scaffolding import PREAMBLE_BLOCKS, Layout, compile_pins, head_of, is_plain_exchange, scaffolding_blocks
+from gateway.core.scaffolding import PREAMBLE_BLOCKS, Layout, compile_pins, head_of, is_plain_exchange, scaffolding_blocks, settled
 from gateway.core.scaffolding import decide as decide_layout
 
 Message = dict[str, Any]
@@ -361,3 +362,62 @@ def test_a_chat_that_grows_at_its_end_is_decided_as_the_walk_decides_it(
             assert lists == fast.layout.lists()
             remembered = (fast.layout.dumps(lists), walked.layout.dumps() if walked.layout is not None else remembered[1])
         done += [m for n in more for m in block(n)] + pair(f"Turn {100 + step}: a question about topic {100 + step}", "Ok.")
+
+
+def walk_only(layout: Layout | None) -> Layout | None:
+    """``layout`` with its ids in a list: no request's ids equal them or begin with them, so the decision against it
+    is the rule's walk (`_structural`), with neither the same blocks' nor the grown chat's shortcut."""
+    return replace(layout, ids=list(layout.ids)) if layout is not None else None  # type: ignore[arg-type]
+
+
+@settings(max_examples=150, deadline=None)
+@given(grows=st.lists(st.lists(st.integers(0, len(_BLOCKS) + 8), max_size=5), min_size=1, max_size=3),
+       asked=st.integers(1, 3), fresh=st.booleans(), marked=st.booleans())
+def test_a_history_asked_again_is_decided_as_the_walk_decides_it_blocks_said_again_too(
+    grows: list[list[int]], asked: int, fresh: bool, marked: bool
+) -> None:
+    """A new question on the same blocks takes the previous kinds without the walk once they are settled, also where
+    the history says a block again word for word (LongMemEval's filler sessions): the decision is the walk's."""
+    def block(n: int) -> list[Message]:
+        return _BLOCKS[n] if n < len(_BLOCKS) else turn(n % 3)  # turn(n % 3): the same exchange again
+
+    pins, preamble = (PINS, PREAMBLE) if marked else ((), ())
+    kept: Layout | None = None  # as a process keeps it (what it found settled carried), and as the store keeps it
+    stored: str | None = None
+    histories = [grows[0]]  # each the last grown at its end, or (``fresh``) another history
+    for more in grows[1:]:
+        histories.append(more if fresh else [*histories[-1], *more])
+    for step, history in enumerate(h for h in histories for _ in range(asked + 1)):
+        split = split_blocks([SYSTEM, *(m for n in history for m in block(n)), live(200 + step)])
+        ids = [page_id(b.text) for b in split.blocks]
+        fast = decide_layout(split.blocks, ids, split.tail, kept, pins, preamble)
+        loaded = decide_layout(split.blocks, ids, split.tail, Layout.loads(stored), pins, preamble)
+        walked = decide_layout(split.blocks, ids, split.tail, walk_only(Layout.loads(stored)), pins, preamble)
+        assert fast == loaded == walked
+        if fast.layout is not None:
+            kept, stored = fast.layout, fast.layout.dumps()
+
+
+def test_a_history_that_says_a_block_again_is_settled_after_one_request_on_it() -> None:
+    """Copies of one block with different kinds are not settled; the walk gives them all their last copy's kind, which
+    is (and the next request on the same blocks then takes it without the walk)."""
+    assert settled(Layout(("a", "b", "a"), ("", "", ""), "fgg")) is False
+    assert settled(Layout(("a", "b", "a"), ("", "", ""), "ggg")) is True
+    assert settled(Layout(("a", "b"), ("", ""), "fg")) is True
+
+
+def test_a_block_said_again_as_the_history_grows_takes_its_last_kind_when_asked_again() -> None:
+    """The history grows by a copy of an exchange it had (a new copy is growth), then is asked about again: the walk
+    gives both copies the last one's kind, and so does the decision that skips it."""
+    once = [SYSTEM, *turn(1), *turn(2)]
+    twice = [*once, *turn(1)]
+    decided = [decide_layout(split.blocks, [page_id(b.text) for b in split.blocks], split.tail, None) for split in [split_blocks([*once, live(5)])]]
+    previous = decided[0].layout
+    for messages in ([*twice, live(6)], [*twice, live(7)], [*twice, live(8)]):
+        split = split_blocks(messages)
+        ids = [page_id(b.text) for b in split.blocks]
+        walked = decide_layout(split.blocks, ids, split.tail, walk_only(previous))
+        fast = decide_layout(split.blocks, ids, split.tail, previous)
+        assert fast == walked and fast.layout is not None
+        previous = fast.layout
+    assert previous is not None and settled(previous) and previous.kinds[0] == previous.kinds[2]
