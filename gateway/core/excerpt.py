@@ -143,10 +143,12 @@ def _message_units(rows: Sequence[str], index: int, speaker: str, side: str, cou
         return [Unit.of(text, tokens, index, True, "\n", speaker, side)]
     units: list[Unit] = []
     for row_number, row in enumerate(rows):
-        pieces = _sentences(row) if count(row) > UNIT_TOKENS else [row]
+        row_tokens = tokens if len(rows) == 1 else count(row)  # (each text counted once: a long reply's are many)
+        pieces = _sentences(row) if row_tokens > UNIT_TOKENS else [row]
         for piece_number, piece in enumerate(pieces):
             first = row_number == 0 and piece_number == 0
-            units.append(Unit.of(piece, count(piece), index, first, "\n" if piece_number == 0 else "", speaker, side))
+            piece_tokens = row_tokens if piece == row else count(piece)
+            units.append(Unit.of(piece, piece_tokens, index, first, "\n" if piece_number == 0 else "", speaker, side))
     return units
 
 

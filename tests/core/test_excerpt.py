@@ -314,3 +314,21 @@ def test_a_chat_whose_sides_are_named_shows_each_message_by_its_speakers_name_an
     middle = [u for u in units_of(long, COUNT, names) if not u.first]
     assert middle and {u.speaker for u in middle} == {"Gina:"}
     assert render_excerpt(units_of(long, COUNT, names), [4]) == "Gina: … Sentence 4 about the dance studio and its floors. …"
+
+
+@pytest.mark.parametrize("rows, said", [(1, 20), (3, 20), (12, 3)])
+def test_each_text_of_a_long_reply_is_counted_once_and_every_unit_holds_its_own_count(rows: int, said: int) -> None:
+    """A long reply's units are its lines or sentences: each counted once (the tokenizer is most of what a page costs
+    the first time a query reads it), each unit's tokens its own text's."""
+    counter = TokenCounter()
+    lines = [" ".join(f"Sentence {n} says lamp {r} in room {n} was moved on day {n}." for n in range(said)) for r in range(rows)]
+    content = "user: Where is the lamp?\nassistant: " + "\n".join(lines)
+    counted: list[str] = []
+
+    def count(text: str) -> int:
+        counted.append(text)
+        return counter.count(text)
+
+    units = units_of(content, count)
+    assert len(units) > rows and all(unit.tokens == counter.count(unit.text) for unit in units)
+    assert len(counted) == len(set(counted))
