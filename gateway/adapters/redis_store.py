@@ -358,6 +358,20 @@ class RedisStore(PageVectors):
             if raw is not None
         }
 
+    async def cuts(self, thread: ThreadKey, fields: Sequence[str]) -> list[str | None]:
+        """The stored excerpt units under ``fields`` (`gateway.service.page_excerpts`), ``None`` where none is."""
+        if not fields:
+            return []
+        with store_errors():
+            found: list[str | None] = await self._redis.hmget(self.keys(thread).units, list(fields))
+        return found
+
+    async def save_cuts(self, thread: ThreadKey, cuts: Mapping[str, str]) -> None:
+        """Store pages' excerpt units by field (see :meth:`cuts`): what a page's content gives, once per cut."""
+        if cuts:
+            with store_errors():
+                await self._redis.hset(self.keys(thread).units, mapping=dict(cuts))
+
     async def originals(self, thread: ThreadKey) -> list[tuple[str, str, str | None]]:
         """Every Original page in the order it was first stored: its id, content and the messages kept for it
         (see `gateway.core.original`; ``None`` when its content gives them back)."""

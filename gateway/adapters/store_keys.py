@@ -13,6 +13,11 @@ so a thread's keys share one slot and its multi-key transactions and scripts sta
                           vector of the thread was made by, once the consolidator has re-embedded what another made
 - `...:messages`  hash   page id -> an Original page's messages as JSON, only where its content cannot
                          give them back exactly (gateway.core.original)
+- `...:units`     hash   `<page id>:<cut>` -> the page's excerpt units as a query reads them (JSON; the cut names
+                         the units' version, the tokenizer and the names the chat's sides are shown by:
+                         gateway.service.page_excerpts): written when a query first cuts the page, read by a process
+                         that has not cut it (a restarted gateway, or one whose memory let it go) instead of cutting
+                         it again
 - `...:log`       list   ids of original pages in the order they were first stored (consolidation input)
 - `...:parent`    hash   page id -> id of the consolidated page that contains it
 - `...:views`     hash   page id -> view (Detail / Unpacked; absent = Summary)
@@ -98,6 +103,10 @@ class ThreadKeys:
         return self._key("messages")
 
     @property
+    def units(self) -> str:
+        return self._key("units")
+
+    @property
     def log(self) -> str:
         return self._key("log")
 
@@ -151,7 +160,7 @@ class ThreadKeys:
 
     def every(self) -> dict[str, str]:
         """Every key of the thread by what it holds (what deleting the thread removes)."""
-        names = ("manifest", "content", "vector", "log", "parent", "views", "trace", "segment", "heat", "seen", "form", "layout", "messages", "version", "changes", "asked", "claims")
+        names = ("manifest", "content", "vector", "log", "parent", "views", "trace", "segment", "heat", "seen", "form", "layout", "messages", "version", "changes", "asked", "claims", "units")
         return {name: self._key(name) for name in names}
 
 

@@ -5,13 +5,23 @@ functions of its content, summary and tokenizer: they are cut once per page and 
 (`prepare`) by the process that stores it, else when a query first needs them. An excerpt's token count is a function
 of its text, and the same excerpts of a page recur across questions: counts are kept per tokenizer, by text.
 Both are bounded, least recently used out.
+
+A page a query cuts is cut once for good: its units are written to the store (`write`, the thread's `units` hash), and
+a process that has not cut it (a restarted gateway; one whose memory let it go, a long thread having more pages than
+it keeps) reads them there (`read`) instead of counting and stemming its text again — on a long thread most of what a
+page costs the first time a query reads it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
+import orjson
+
+from gateway.adapters.redis_store import RedisStore
 from gateway.adapters.store_keys import ThreadKey
 from gateway.core import Page, TokenCounter, background_line, excerpt_entry, map_text
 from gateway.core.excerpt import ExcerptOption, Unit, excerpt_options, leading_options, line_coverage, speaking_share, units_of, whole_page
@@ -19,7 +29,7 @@ from gateway.core.lru import Lru
 from gateway.core.tokens import KeptCounts, PerTokenizer
 from gateway.core.worth import share_of
 
-__all__ = ["Names", "Offer", "PageExcerpts"]
+__all__ = ["UNITS_VERSION", "Names", "Offer", "PageExcerpts", "dump_units", "load_units"]
 
 # What a page is offered for one query besides its line (PageExcerpts.of): the share of it its line covers (None:
 # not counted), its excerpt options, and its speaking share.
@@ -30,6 +40,30 @@ Names = tuple[tuple[str, str], ...]
 
 EXCERPT_COUNTS = 4096  # excerpt texts whose token counts are kept, per tokenizer
 UNIT_CACHE = 4096  # pages whose excerpt units and background line are kept in memory
+UNITS_VERSION = 1  # what `units_of` gives, as stored: a change to what it gives (or to `Unit`) takes the next number
+FRESH_THREADS = 256  # threads whose units cut by a query wait to be written (a request that failed leaves some)
+
+
+def dump_units(units: Sequence[Unit]) -> str:
+    """``units`` as stored: one JSON row per unit, its terms sorted."""
+    return orjson.dumps([[u.text, u.tokens, u.message, u.first, u.joiner, u.speaker, u.side, sorted(u.terms)] for u in units]).decode()
+
+
+def load_units(raw: str) -> tuple[Unit, ...] | None:
+    """The units :func:`dump_units` wrote; ``None`` for anything else (the page is then cut again)."""
+    try:
+        return tuple(
+            Unit(text, tokens, message, first, joiner, speaker, side, frozenset(found))
+            for text, tokens, message, first, joiner, speaker, side, found in orjson.loads(raw)
+        )
+    except (orjson.JSONDecodeError, TypeError, ValueError):
+        return None
+
+
+def _field(page_id: str, encoding: str, names: Names) -> str:
+    """A page's units' field in the thread's ``units`` hash: the units' version, the tokenizer and the names."""
+    tag = hashlib.blake2b(json.dumps(names).encode(), digest_size=6).hexdigest() if names else ""
+    return f"{page_id}:{UNITS_VERSION}:{encoding}:{tag}"
 
 
 class PageExcerpts:
@@ -40,21 +74,48 @@ class PageExcerpts:
         # background line with the summary it was made from
         self._pages: Lru[tuple[str, str, str, Names], tuple[tuple[Unit, ...], str, str]] = Lru(capacity)
         self._counts = PerTokenizer(lambda counter: KeptCounts(counter, EXCERPT_COUNTS))
+        self._fresh: Lru[str, dict[str, str]] = Lru(FRESH_THREADS)  # per thread: units cut by a query, not yet written
 
-    def _units(self, thread: ThreadKey, page: Page, counter: TokenCounter, names: Names) -> tuple[tuple[Unit, ...], str]:
+    def _units(
+        self, thread: ThreadKey, page: Page, counter: TokenCounter, names: Names, write: bool = True
+    ) -> tuple[tuple[Unit, ...], str]:
         key = (counter.encoding_name, thread.scope, page.id, names)
         cached = self._pages.get(key)
         if cached is None or cached[1] != page.summary:  # the consolidator may rewrite a summary: its line with it
-            cached = (units_of(page.content, counter.count, dict(names)) if cached is None else cached[0], page.summary, background_line(page))
+            units = units_of(page.content, counter.count, dict(names)) if cached is None else cached[0]
+            if cached is None and write:
+                fresh = self._fresh.get(thread.scope)
+                if fresh is None:
+                    self._fresh.put(thread.scope, fresh := {})
+                fresh[_field(page.id, counter.encoding_name, names)] = dump_units(units)
+            cached = (units, page.summary, background_line(page))
             self._pages.put(key, cached)
         return cached[0], cached[2]
 
     def prepare(self, thread: ThreadKey, pages: Iterable[Page], counter: TokenCounter, names: Names = ()) -> None:
         """Cut new pages into their units now, while they are stored: a later request that shortlists them
         (it matches them against its query) then finds them cut, and its work does not grow with the pages
-        it has not seen before."""
+        it has not seen before. (Written to the store only once a query reads them: most pages never are.)"""
         for page in pages:
-            self._units(thread, page, counter, names)
+            self._units(thread, page, counter, names, write=False)
+
+    async def read(self, store: RedisStore, thread: ThreadKey, pages: Iterable[Page], counter: TokenCounter, names: Names = ()) -> None:
+        """The units of ``pages`` this process has not cut, read from the store where a query cut them before
+        (one round trip, none when every page is cut here)."""
+        missing = [p for p in pages if self._pages.get((counter.encoding_name, thread.scope, p.id, names)) is None]
+        if not missing:
+            return
+        for page, raw in zip(missing, await store.cuts(thread, [_field(p.id, counter.encoding_name, names) for p in missing])):
+            units = load_units(raw) if raw is not None else None
+            if units is not None:
+                self._pages.put((counter.encoding_name, thread.scope, page.id, names), (units, page.summary, background_line(page)))
+
+    async def write(self, store: RedisStore, thread: ThreadKey) -> None:
+        """Store the units queries on ``thread`` cut since the last write (see the module docstring)."""
+        fresh = self._fresh.get(thread.scope)
+        if fresh:
+            self._fresh.put(thread.scope, {})
+            await store.save_cuts(thread, fresh)
 
     def of(
         self, thread: ThreadKey, page: Page, weights: Mapping[str, float], counter: TokenCounter, source: str | None,

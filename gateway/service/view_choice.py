@@ -18,7 +18,7 @@ from gateway.adapters.postings import Documents
 from gateway.adapters.redis_store import RedisStore, ThreadKey
 from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.config import PcpSettings
-from gateway.core import Candidate, ContextWindowExceeded, FitResult, LineHolds, PageTree, TokenCounter, View, ViewState, fit_rendered, view_of
+from gateway.core import Candidate, ContextWindowExceeded, FitResult, LineHolds, Page, PageTree, TokenCounter, View, ViewState, fit_rendered, view_of
 from gateway.core.excerpt import NAMED, named_side, participants, query_source
 from gateway.core.lexical import idf_weights, terms
 from gateway.core.outside import Outside, PoolExceeded
@@ -146,13 +146,13 @@ class ViewChoice:
                 if i in pages and (about_named or manifests[i].line is not LineHolds.CONTENT)
             }
 
-        excerpts = rendering.excerpts = excerpted(full)
         follows = layout.follows if layout.follows is not None and layout.follows in flow and not whole else None
-        if follows is not None:
-            if follows not in pages:
-                pages.update(await self._store.pages(thread, [follows]))
-            if follows in pages:
-                excerpts[follows] = self._excerpts.leading(thread, pages[follows], layout.counter, layout.sides)
+        if follows is not None and follows not in pages:
+            pages.update(await self._store.pages(thread, [follows]))
+        await self._cut(thread, pages, [*full, *([follows] if follows is not None else [])], layout)
+        excerpts = rendering.excerpts = excerpted(full)
+        if follows is not None and follows in pages:
+            excerpts[follows] = self._excerpts.leading(thread, pages[follows], layout.counter, layout.sides)
         room = layout.limit - layout.fixed
         table = kept_table(layout.snapshot, flow, manifests)  # kept with the thread's version
         rendering.position = table.position
@@ -160,7 +160,9 @@ class ViewChoice:
         if more:
             pages.update(await self._store.pages(thread, more))
             full.update(more)
+            await self._cut(thread, pages, more, layout)
             excerpts.update(excerpted(more))
+        await self._excerpts.write(self._store, thread)  # the pages this request cut, for any process after it
 
         # The thread's map (DESIGN §2 step 8): each laid-open container is offered a short entry, weighed like a line
         # of its size, so that the parts of the thread the budget leaves out stay one Consult away where the room
@@ -212,6 +214,10 @@ class ViewChoice:
                 param="messages",
             ) from exc
         return Fitted(fit, list(made.values()), router_ms, selected_by)
+
+    async def _cut(self, thread: ThreadKey, pages: Mapping[str, Page], ids: Iterable[str], layout: Layout) -> None:
+        """The excerpt units of the pages among ``ids`` this process has not cut, where a query cut them before."""
+        await self._excerpts.read(self._store, thread, [pages[i] for i in ids if i in pages], layout.counter, layout.sides)
 
     def _map(
         self, folded: Mapping[str, tuple[str, ...]], relevance: Mapping[str, float], excerpts: Mapping[str, Offer], layout: Layout
