@@ -14,8 +14,11 @@ page costs the first time a query reads it.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
@@ -45,18 +48,26 @@ FRESH_THREADS = 256  # threads whose units cut by a query wait to be written (a 
 
 
 def dump_units(units: Sequence[Unit]) -> str:
-    """``units`` as stored: one JSON row per unit, its terms sorted."""
-    return orjson.dumps([[u.text, u.tokens, u.message, u.first, u.joiner, u.speaker, u.side, sorted(u.terms)] for u in units]).decode()
+    """``units`` as stored: one JSON row per unit (its terms sorted, one string where none holds a space; its side
+    ``null`` where it is its speaker), compressed (zlib, base64: the store's client reads text)."""
+    rows = []
+    for u in units:
+        found = sorted(u.terms)
+        rows.append([u.text, u.tokens, u.message, int(u.first), u.joiner, u.speaker, None if u.side == u.speaker else u.side,
+                     found if any(" " in t for t in found) else " ".join(found)])
+    return base64.b64encode(zlib.compress(orjson.dumps(rows), 1)).decode("ascii")
 
 
 def load_units(raw: str) -> tuple[Unit, ...] | None:
     """The units :func:`dump_units` wrote; ``None`` for anything else (the page is then cut again)."""
     try:
+        rows = orjson.loads(zlib.decompress(base64.b64decode(raw, validate=True)))
         return tuple(
-            Unit(text, tokens, message, first, joiner, speaker, side, frozenset(found))
-            for text, tokens, message, first, joiner, speaker, side, found in orjson.loads(raw)
+            Unit(text, tokens, message, bool(first), joiner, speaker, speaker if side is None else side,
+                 frozenset(found.split(" ") if found else ()) if isinstance(found, str) else frozenset(found))
+            for text, tokens, message, first, joiner, speaker, side, found in rows
         )
-    except (orjson.JSONDecodeError, TypeError, ValueError):
+    except (orjson.JSONDecodeError, zlib.error, binascii.Error, TypeError, ValueError):
         return None
 
 

@@ -4,6 +4,7 @@ cut the page (a restarted gateway, or one whose memory let the page go) reads th
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from datetime import datetime, timezone
 
@@ -55,8 +56,9 @@ def test_what_units_of_gives_is_the_stored_version() -> None:
     """Units stored by an earlier code are read as this code's: a change to what `units_of` gives must take a new
     `UNITS_VERSION` (and then this digest), or a restarted gateway would read units this code does not cut."""
     units = units_of(_page().content, TokenCounter().count) + units_of(_page().content, TokenCounter("o200k_base").count, dict(NAMES))
-    digest = hashlib.sha256(dump_units(units).encode()).hexdigest()[:16]
-    assert (UNITS_VERSION, digest) == (1, "fd647c34087227d7")
+    rows = [[u.text, u.tokens, u.message, u.first, u.joiner, u.speaker, u.side, sorted(u.terms)] for u in units]
+    digest = hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:16]
+    assert (UNITS_VERSION, digest) == (1, "1d1d9703fba656dc")
 
 
 async def test_a_process_that_has_not_cut_a_page_reads_its_units_where_a_query_cut_them(
