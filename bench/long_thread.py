@@ -434,12 +434,11 @@ def section(steps: Sequence[Step], meta: str, before: Sequence[Step] = (), befor
 def summary(steps: Sequence[Step]) -> str:
     small, large = steps[0], steps[-1]
     growth = quantile(large.cpu_ms, 0.5) / max(quantile(small.cpu_ms, 0.5), 1e-9)
-    aside = (quantile(large.cpu_ms, 0.5) - quantile(large.decode_ms, 0.5)) / max(
-        quantile(small.cpu_ms, 0.5) - quantile(small.decode_ms, 0.5), 1e-9)
     return (f"On one thread of {large.exchanges:,} exchanges ({large.tokens:,} tokens), a paged request costs "
-            f"{quantile(large.cpu_ms, 0.5):.0f} ms of gateway CPU (p50; {quantile(large.decode_ms, 0.5):.0f} ms of it "
-            f"the client's JSON), {growth:.1f}× the {quantile(small.cpu_ms, 0.5):.0f} ms at {small.exchanges:,} "
-            f"exchanges ({aside:.1f}× with the JSON decoding aside); evidence recall at 4k "
+            f"{quantile(large.cpu_ms, 0.5):.0f} ms of gateway CPU (p50, read in 10 ms ticks), {growth:.1f}× the "
+            f"{quantile(small.cpu_ms, 0.5):.0f} ms at {small.exchanges:,} exchanges (`json.loads` of its whole body takes "
+            f"{quantile(large.decode_ms, 0.5):.0f} ms here; the gateway reads a body on from the thread's last one, "
+            f"[0026](decisions/0026-a-body-read-on-from-the-last.md)); evidence recall at 4k "
             f"{large.recall.get('gateway@4000', 0):.3f} against {large.recall.get('bm25@4000', 0):.3f} for BM25 chunks; "
             f"Redis holds {large.redis_keys_per_page / 1024:.1f} KB per page. The table and plot: "
             f"[benchmark results](benchmark-results.md#a-year-of-conversation-one-long-thread).")
