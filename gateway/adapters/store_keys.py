@@ -13,8 +13,8 @@ so a thread's keys share one slot and its multi-key transactions and scripts sta
                           vector of the thread was made by, once the consolidator has re-embedded what another made
 - `...:messages`  hash   page id -> an Original page's messages as JSON, only where its content cannot
                          give them back exactly (gateway.core.original)
-- `...:units`     hash   `<page id>:<cut>` -> the page's excerpt units as a query reads them (JSON; the cut names
-                         the units' version, the tokenizer and the names the chat's sides are shown by:
+- `...:units`     hash   `<page id>:<cut>` -> the page's excerpt units as a query reads them (JSON, zlib, base64;
+                         the cut names the units' version, the tokenizer and the names the chat's sides are shown by:
                          gateway.service.page_excerpts): written when a query first cuts the page, read by a process
                          that has not cut it (a restarted gateway, or one whose memory let it go) instead of cutting
                          it again
