@@ -399,8 +399,8 @@ def test_a_history_asked_again_is_decided_as_the_walk_decides_it_blocks_said_aga
 
 
 def test_a_history_that_says_a_block_again_is_settled_after_one_request_on_it() -> None:
-    """Copies of one block with different kinds are not settled; the walk gives them all their last copy's kind, which
-    is (and the next request on the same blocks then takes it without the walk)."""
+    """Copies of one block with different kinds are not settled; once the walk has given them all their last copy's
+    kind they are (and the next request on the same blocks takes it without the walk)."""
     assert settled(Layout(("a", "b", "a"), ("", "", ""), "fgg")) is False
     assert settled(Layout(("a", "b", "a"), ("", "", ""), "ggg")) is True
     assert settled(Layout(("a", "b"), ("", ""), "fg")) is True
@@ -411,8 +411,8 @@ def test_a_block_said_again_as_the_history_grows_takes_its_last_kind_when_asked_
     gives both copies the last one's kind, and so does the decision that skips it."""
     once = [SYSTEM, *turn(1), *turn(2)]
     twice = [*once, *turn(1)]
-    decided = [decide_layout(split.blocks, [page_id(b.text) for b in split.blocks], split.tail, None) for split in [split_blocks([*once, live(5)])]]
-    previous = decided[0].layout
+    first = split_blocks([*once, live(5)])
+    previous = decide_layout(first.blocks, [page_id(b.text) for b in first.blocks], first.tail, None).layout
     for messages in ([*twice, live(6)], [*twice, live(7)], [*twice, live(8)]):
         split = split_blocks(messages)
         ids = [page_id(b.text) for b in split.blocks]
