@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import pytest
+
 from gateway.adapters.store_keys import ThreadKey
 from gateway.core import Page, TokenCounter, original_page, split_blocks
+import gateway.service.page_excerpts as page_excerpts
 from gateway.service.page_excerpts import PageExcerpts
 
 THREAD = ThreadKey("tenant", "excerpts")
@@ -45,3 +48,21 @@ def test_a_page_no_unit_of_which_matches_is_offered_whole_in_its_entry() -> None
     assert whole.coverage == 1.0 and whole.text == "\n".join(row for m in MESSAGES for row in f"{m['role']}: {m['content']}".split("\n"))
     assert whole.tokens < page.tokens + 40  # the entry's id, not a node's tags
 
+
+
+def test_a_history_longer_than_the_cache_has_only_its_last_pages_cut_as_it_is_stored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache keeps the last pages it cut: of a first request carrying more, the others would be cut for nothing."""
+    counter = TokenCounter()
+    pages = [original_page(block, datetime(2026, 1, 1, tzinfo=timezone.utc), counter.count)
+             for block in split_blocks([m for n in range(6) for m in ({"role": "user", "content": f"question {n}"},
+                                                                      {"role": "assistant", "content": f"answer {n}"})]
+                                       + [{"role": "user", "content": "next"}]).blocks]
+    cut: list[str] = []
+
+    def units_of(content: str, count: object, names: object) -> tuple[()]:
+        cut.append(content)
+        return ()
+
+    monkeypatch.setattr(page_excerpts, "units_of", units_of)
+    PageExcerpts(capacity=4).prepare(THREAD, pages, counter)
+    assert cut == [p.content for p in pages[-4:]]

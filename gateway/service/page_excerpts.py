@@ -106,8 +106,10 @@ class PageExcerpts:
     def prepare(self, thread: ThreadKey, pages: Iterable[Page], counter: TokenCounter, names: Names = ()) -> None:
         """Cut new pages into their units now, while they are stored: a later request that shortlists them
         (it matches them against its query) then finds them cut, and its work does not grow with the pages
-        it has not seen before. (Written to the store only once a query reads them: most pages never are.)"""
-        for page in pages:
+        it has not seen before. (Written to the store only once a query reads them: most pages never are.) Of a
+        history longer than the cache keeps (a year's thread in its first request), only the last pages: the cache
+        would let the others go as it cut them."""
+        for page in list(pages)[-self._pages.capacity :]:
             self._units(thread, page, counter, names, write=False)
 
     async def read(self, store: RedisStore, thread: ThreadKey, pages: Iterable[Page], counter: TokenCounter, names: Names = ()) -> None:
