@@ -6,9 +6,9 @@ from datetime import datetime, timezone
 
 import pytest
 
+import gateway.service.page_excerpts as page_excerpts
 from gateway.adapters.store_keys import ThreadKey
 from gateway.core import Page, TokenCounter, original_page, split_blocks
-import gateway.service.page_excerpts as page_excerpts
 from gateway.service.page_excerpts import PageExcerpts
 
 THREAD = ThreadKey("tenant", "excerpts")
@@ -47,7 +47,6 @@ def test_a_page_no_unit_of_which_matches_is_offered_whole_in_its_entry() -> None
     whole = options[0]
     assert whole.coverage == 1.0 and whole.text == "\n".join(row for m in MESSAGES for row in f"{m['role']}: {m['content']}".split("\n"))
     assert whole.tokens < page.tokens + 40  # the entry's id, not a node's tags
-
 
 
 def test_a_history_longer_than_the_cache_has_only_its_last_pages_cut_as_it_is_stored(monkeypatch: pytest.MonkeyPatch) -> None:
