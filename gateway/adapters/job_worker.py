@@ -22,6 +22,8 @@ __all__ = ["Worker"]
 
 log = logging.getLogger("gateway.jobs")
 
+LEASE_KEEPER_STOP_S = 1.0  # how long a job's end waits for its lease renewal to stop once cancelled
+
 
 class Worker:
     """Runs jobs from a JobQueue, one at a time, with the handler registered for each kind."""
@@ -134,8 +136,10 @@ class Worker:
             yield held
         finally:
             keeper.cancel()
-            with suppress(asyncio.CancelledError):
-                await keeper
+            # not `await keeper`: a renewal cancelled mid-command can wait on its connection's close for as long as
+            # the server keeps it (seen: a SIGTERM'd gateway that never exited), and awaiting it would also swallow
+            # this worker's own cancellation
+            await asyncio.wait({keeper}, timeout=LEASE_KEEPER_STOP_S)
 
     async def _keep_leased(self, held: set[str]) -> None:
         interval = self.queue.visibility_timeout_ms / 3000
