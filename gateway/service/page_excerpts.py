@@ -71,6 +71,11 @@ def load_units(raw: str) -> tuple[Unit, ...] | None:
         return None
 
 
+def _key(thread: ThreadKey, page_id: str, counter: TokenCounter, names: Names) -> tuple[str, str, str, Names]:
+    """A page's units' key in memory: they depend on the tokenizer and on the names the sides are shown by."""
+    return counter.encoding_name, thread.scope, page_id, names
+
+
 def _field(page_id: str, encoding: str, names: Names) -> str:
     """A page's units' field in the thread's ``units`` hash: the units' version, the tokenizer and the names."""
     tag = hashlib.blake2b(json.dumps(names).encode(), digest_size=6).hexdigest() if names else ""
@@ -90,7 +95,7 @@ class PageExcerpts:
     def _units(
         self, thread: ThreadKey, page: Page, counter: TokenCounter, names: Names, write: bool = True
     ) -> tuple[tuple[Unit, ...], str]:
-        key = (counter.encoding_name, thread.scope, page.id, names)
+        key = _key(thread, page.id, counter, names)
         cached = self._pages.get(key)
         if cached is None or cached[1] != page.summary:  # the consolidator may rewrite a summary: its line with it
             units = units_of(page.content, counter.count, dict(names)) if cached is None else cached[0]
@@ -115,13 +120,13 @@ class PageExcerpts:
     async def read(self, store: RedisStore, thread: ThreadKey, pages: Iterable[Page], counter: TokenCounter, names: Names = ()) -> None:
         """The units of ``pages`` this process has not cut, read from the store where a query cut them before
         (one round trip, none when every page is cut here)."""
-        missing = [p for p in pages if self._pages.get((counter.encoding_name, thread.scope, p.id, names)) is None]
+        missing = [p for p in pages if self._pages.get(_key(thread, p.id, counter, names)) is None]
         if not missing:
             return
         for page, raw in zip(missing, await store.cuts(thread, [_field(p.id, counter.encoding_name, names) for p in missing])):
             units = load_units(raw) if raw is not None else None
             if units is not None:
-                self._pages.put((counter.encoding_name, thread.scope, page.id, names), (units, page.summary, background_line(page)))
+                self._pages.put(_key(thread, page.id, counter, names), (units, page.summary, background_line(page)))
 
     async def write(self, store: RedisStore, thread: ThreadKey) -> None:
         """Store the units queries on ``thread`` cut since the last write (see the module docstring)."""

@@ -138,19 +138,20 @@ class ViewChoice:
         if about_named:
             source = side
 
+        def offered(ids: Iterable[str]) -> list[str]:
+            """The pages among ``ids`` offered excerpts (a question about a named participant is held by their
+            messages: a line then shows twice what it holds)."""
+            return [i for i in ids if i in pages and (about_named or manifests[i].line is not LineHolds.CONTENT)]
+
         def excerpted(ids: Iterable[str]) -> dict[str, Offer]:
-            return {
-                i: self._excerpts.of(thread, pages[i], weights, layout.counter, source, layout.sides)
-                for i in ids
-                # a question about a named participant is held by their messages: a line then shows twice what it holds
-                if i in pages and (about_named or manifests[i].line is not LineHolds.CONTENT)
-            }
+            return {i: self._excerpts.of(thread, pages[i], weights, layout.counter, source, layout.sides) for i in ids}
 
         follows = layout.follows if layout.follows is not None and layout.follows in flow and not whole else None
         if follows is not None and follows not in pages:
             pages.update(await self._store.pages(thread, [follows]))
-        await self._cut(thread, pages, [*full, *([follows] if follows is not None else [])], layout)
-        excerpts = rendering.excerpts = excerpted(full)
+        shortlisted = offered(full)
+        await self._cut(thread, pages, [*shortlisted, *([follows] if follows is not None else [])], layout)
+        excerpts = rendering.excerpts = excerpted(shortlisted)
         if follows is not None and follows in pages:
             excerpts[follows] = self._excerpts.leading(thread, pages[follows], layout.counter, layout.sides)
         room = layout.limit - layout.fixed
@@ -160,8 +161,9 @@ class ViewChoice:
         if more:
             pages.update(await self._store.pages(thread, more))
             full.update(more)
-            await self._cut(thread, pages, more, layout)
-            excerpts.update(excerpted(more))
+            more_offered = offered(more)
+            await self._cut(thread, pages, more_offered, layout)
+            excerpts.update(excerpted(more_offered))
         await self._excerpts.write(self._store, thread)  # the pages this request cut, for any process after it
 
         # The thread's map (DESIGN §2 step 8): each laid-open container is offered a short entry, weighed like a line
