@@ -35,6 +35,7 @@ from types import MappingProxyType
 
 from gateway.core.labels import NAME_PAGES, NAME_RATIO, NAME_SHARE, line_heads, named_sides, without_role, written_once
 from gateway.core.lexical import terms
+from gateway.core.tokens import count_joined
 
 __all__ = [
     "ELLIPSIS",
@@ -233,6 +234,12 @@ def render_excerpt(units: Sequence[Unit], chosen: Sequence[int]) -> str:
     """The chosen units verbatim in document order, ``…`` wherever units were left out: a row of its own for
     left-out messages, inline within a message. A unit cut from the middle of a message is preceded by its
     speaker, so every row still says who said it."""
+    return "".join(_excerpt_parts(units, chosen))
+
+
+def _excerpt_parts(units: Sequence[Unit], chosen: Sequence[int]) -> list[str]:
+    """:func:`render_excerpt`'s text in the parts it is written in, a unit (with what leads into it) each: what
+    :func:`gateway.core.tokens.count_joined` counts apart, so that the nested excerpts of a page count a unit once."""
     out: list[str] = []
     previous: int | None = None
     for position in sorted(set(chosen)):
@@ -251,13 +258,19 @@ def render_excerpt(units: Sequence[Unit], chosen: Sequence[int]) -> str:
             row = _entered(unit)
             out.append(("\n" if out else "") + (f"{ELLIPSIS}\n" if skipped_messages else "") + row)
         previous = position
-    if previous is None:
-        return ""
-    text = "".join(out)
-    if previous + 1 < len(units):
+    if previous is not None and previous + 1 < len(units):
         following = units[previous + 1]
-        text = text.rstrip() + (f" {ELLIPSIS}" if following.message == units[previous].message else f"\n{ELLIPSIS}")
-    return text
+        _rstrip(out)
+        out.append(f" {ELLIPSIS}" if following.message == units[previous].message else f"\n{ELLIPSIS}")
+    return out
+
+
+def _rstrip(parts: list[str]) -> None:
+    """``parts`` as ``"".join(parts).rstrip()`` would leave them."""
+    while parts and not parts[-1].rstrip():
+        parts.pop()
+    if parts:
+        parts[-1] = parts[-1].rstrip()
 
 
 def _entered(unit: Unit) -> str:
@@ -416,11 +429,11 @@ def excerpt_options(
         chosen = tuple(sorted(ranked[:k]))
         if len(chosen) == len(units):
             break
-        text = render_excerpt(units, chosen)
-        tokens = count(text) if k <= EXACT_OPTIONS else _estimate(units, chosen)
+        parts = _excerpt_parts(units, chosen)
+        tokens = count_joined(parts, count) if k <= EXACT_OPTIONS else _estimate(units, chosen)
         if tokens >= whole:
             break
-        options.append(ExcerptOption(chosen, text, tokens, _coverage(held, weights, strength, units, chosen, source)))
+        options.append(ExcerptOption(chosen, "".join(parts), tokens, _coverage(held, weights, strength, units, chosen, source)))
     return (*options, *whole_page(units)) if options else ()
 
 
@@ -442,11 +455,11 @@ def leading_options(units: Sequence[Unit], count: Callable[[str], int]) -> tuple
     options: list[ExcerptOption] = []
     for k in range(1, len(units)):
         chosen = tuple(range(k))
-        text = render_excerpt(units, chosen)
-        tokens = count(text) if k <= EXACT_OPTIONS else _estimate(units, chosen)
+        parts = _excerpt_parts(units, chosen)
+        tokens = count_joined(parts, count) if k <= EXACT_OPTIONS else _estimate(units, chosen)
         if tokens >= whole:
             break
-        options.append(ExcerptOption(chosen, text, tokens, sum(units[i].tokens for i in chosen) / whole if whole else 0.0))
+        options.append(ExcerptOption(chosen, "".join(parts), tokens, sum(units[i].tokens for i in chosen) / whole if whole else 0.0))
     return (*options, *whole_page(units))
 
 

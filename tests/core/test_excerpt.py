@@ -332,3 +332,29 @@ def test_each_text_of_a_long_reply_is_counted_once_and_every_unit_holds_its_own_
     units = units_of(content, count)
     assert len(units) > rows and all(unit.tokens == counter.count(unit.text) for unit in units)
     assert len(counted) == len(set(counted))
+
+
+@pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
+def test_the_nested_excerpts_of_a_long_reply_count_what_they_show_and_each_row_once(encoding: str) -> None:
+    """The smallest options are counted exactly: each option's tokens are its text's, counted in its units' parts
+    (`count_joined`), so that a part of one option said again in the next is not counted again by a count that keeps
+    what it counted."""
+    counter = TokenCounter(encoding)
+    lines = [f"- Step {n}: move the lamp {n} metres / then {'check the lamp' if n % 3 == 0 else 'rest'}.\n  Notes: day {n}."
+             for n in range(14)]
+    content = "user: Where did the lamp go, and when?\nassistant: Here is the plan.\n" + "\n".join(lines) + "\nuser: thanks!"
+    units = units_of(content, counter.count)
+    kept: dict[str, int] = {}
+    counted: list[str] = []
+
+    def count(text: str) -> int:
+        if text not in kept:
+            counted.append(text)
+            kept[text] = counter.count(text)
+        return kept[text]
+
+    options = excerpt_options(units, weights("lamp check when"), count)
+    exact = options[:8]
+    assert len(exact) >= 5
+    assert [o.tokens for o in exact] == [counter.count(o.text) for o in exact]
+    assert sum(len(text) for text in counted) < sum(len(o.text) for o in exact) / 2  # each option is not counted anew
