@@ -294,14 +294,27 @@ def _coverage(
     the tokens of that role's units, the others' together worth :data:`OTHERS_SHARE` of theirs (a fact about the
     user is in the user's words, seldom in a reply's: the page whole is then worth little more than the user's
     messages, and the budget shows more pages instead, until it has room to spare)."""
+    return _coverer(held, weights, strength, units, source)(inside)
+
+
+def _coverer(
+    held: Sequence[frozenset[str]], weights: Mapping[str, float], strength: float, units: Sequence[Unit], source: str | None,
+    reach: Sequence[float] | None = None,
+) -> Callable[[Sequence[int]], float]:
+    """:func:`_coverage` of any units of the page, what does not depend on which worked out once (``reach``:
+    :func:`_reach`'s, when it is at hand): a page's nested excerpts are many sets of one page's units."""
     share = _weights(units, source)
-    total_tokens = sum(unit.tokens * w for unit, w in zip(units, share))
-    by_tokens = sum(units[i].tokens * share[i] for i in inside) / total_tokens if total_tokens else 0.0
-    reach = _reach(held, weights, units, source)
+    tokens = [unit.tokens * w for unit, w in zip(units, share)]
+    total_tokens = sum(tokens)
+    reach = _reach(held, weights, units, source) if reach is None else reach
     every = sum(reach)
-    chosen = sum(reach[i] for i in inside)
-    by_match = chosen / every if every > 0 else 0.0
-    return min(max(strength * by_match + (1.0 - strength) * by_tokens, 0.0), 1.0)  # sums of floats may overshoot
+
+    def coverage(inside: Sequence[int]) -> float:
+        by_tokens = sum(tokens[i] for i in inside) / total_tokens if total_tokens else 0.0
+        by_match = sum(reach[i] for i in inside) / every if every > 0 else 0.0
+        return min(max(strength * by_match + (1.0 - strength) * by_tokens, 0.0), 1.0)  # sums of floats may overshoot
+
+    return coverage
 
 
 _FIRST_PERSON = frozenset("i me my mine myself i'm i've i'd i'll".split())
@@ -379,11 +392,11 @@ def named_side(named: Mapping[str, str]) -> str | None:
     return sides.pop() if len(sides) == 1 else None
 
 
-def _order(units: Sequence[Unit], held: Sequence[frozenset[str]], weights: Mapping[str, float], source: str | None = None) -> list[int]:
-    """The matching units in the order excerpts take them: the most query weight held or reached (:func:`_reach`)
-    first, then the units that only repeat query terms, by the weight they repeat (ties: the earlier unit)."""
+def _order(units: Sequence[Unit], weights: Mapping[str, float], reach: Sequence[float]) -> list[int]:
+    """The matching units in the order excerpts take them: the most query weight held or reached (``reach``, by
+    :func:`_reach`) first, then the units that only repeat query terms, by the weight they repeat (ties: the
+    earlier unit)."""
     own = [sum(weights[t] for t in unit.terms & weights.keys()) for unit in units]
-    reach = _reach(held, weights, units, source)
     return sorted((i for i in range(len(units)) if own[i] > 0 or reach[i] > 0), key=lambda i: (-reach[i], -own[i], i))
 
 
@@ -422,7 +435,9 @@ def excerpt_options(
     tokenizer runs on at most that many excerpts of a page, however many of a long reply's lines match.
     ``source``: see :func:`query_source`."""
     held, strength = _held(units, weights, source)
-    ranked = _order(units, held, weights, source)
+    reach = _reach(held, weights, units, source)
+    ranked = _order(units, weights, reach)
+    coverage = _coverer(held, weights, strength, units, source, reach)
     whole = sum(unit.tokens for unit in units)
     options: list[ExcerptOption] = []
     for k in range(1, len(ranked) + 1):
@@ -433,7 +448,7 @@ def excerpt_options(
         tokens = count_joined(parts, count) if k <= EXACT_OPTIONS else _estimate(units, chosen)
         if tokens >= whole:
             break
-        options.append(ExcerptOption(chosen, "".join(parts), tokens, _coverage(held, weights, strength, units, chosen, source)))
+        options.append(ExcerptOption(chosen, "".join(parts), tokens, coverage(chosen)))
     return (*options, *whole_page(units)) if options else ()
 
 
