@@ -2,8 +2,9 @@
 
 A page's units (its messages, lines or sentences, each counted and with its terms) and its background line are
 functions of its content, summary and tokenizer: they are cut once per page and kept, when the page is stored
-(`prepare`) by the process that stores it, else when a query first needs them. An excerpt's token count is a function
-of its text, and the same excerpts of a page recur across questions: counts are kept per tokenizer, by text.
+(`prepare`) by the process that stores it, else when a query first needs them. An excerpt's token count is the sum
+of its parts' (`gateway.core.tokens.count_joined`), and the same parts of a page recur across its nested excerpts
+and across questions: counts are kept per tokenizer, by text.
 Both are bounded, least recently used out.
 
 A page a query cuts is cut once for good: its units are written to the store (`write`, the thread's `units` hash), and
@@ -41,7 +42,9 @@ Offer = tuple[float | None, tuple[ExcerptOption, ...], float]
 # none known, the roles stay
 Names = tuple[tuple[str, str], ...]
 
-EXCERPT_COUNTS = 4096  # excerpt texts whose token counts are kept, per tokenizer
+# the texts whose token counts are kept, per tokenizer: an excerpt is counted in its units' parts (`count_joined`),
+# about five on the long thread, so that many times the 4,096 whole excerpts this once kept
+EXCERPT_COUNTS = 5 * 4096
 UNIT_CACHE = 4096  # pages whose excerpt units and background line are kept in memory
 UNITS_VERSION = 1  # what `units_of` gives, as stored: a change to what it gives (or to `Unit`) takes the next number
 FRESH_THREADS = 256  # threads whose units cut by a query wait to be written (a request that failed leaves some)
