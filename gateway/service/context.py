@@ -40,7 +40,6 @@ from gateway.core import (
     system_instructions,
 )
 from gateway.core.instructions import InstructionCosts, instruction_costs
-from gateway.core.lru import Lru
 from gateway.core.rounds import Room, ZoomNames
 from gateway.core.tokens import REPLY_PRIMING, KeptCounts, PerTokenizer
 from gateway.core.worth import BACKGROUND_OVERHEAD
@@ -50,6 +49,7 @@ from gateway.service.page_excerpts import PageExcerpts
 from gateway.service.page_tree import kept, open_folded_kept, visible_tree
 from gateway.service.rendering import Rendering, shown_query
 from gateway.service.router import Router
+from gateway.service.split_cache import Pools
 from gateway.service.view_choice import RECENT_SHARE, Layout, ViewChoice
 
 __all__ = ["PagedContext", "ContextBuilder", "zoom_names"]
@@ -150,21 +150,6 @@ class _MessageTokens:
         return total
 
 
-POOLS_KEPT = 256  # threads whose last request's pool a process keeps (as SplitCache keeps their splits)
-
-
-@dataclass(frozen=True)
-class _Pool:
-    """A request's ids (a tuple: compared with the next request's) and what `ContextBuilder._pool_of` made of them."""
-
-    ids: tuple[str, ...]
-    cut: int
-    earlier: tuple[str, ...]
-    recent: frozenset[str]
-    pool: tuple[str, ...]
-    history: frozenset[str]
-
-
 class ContextBuilder:
     """Builds a PagedContext for one request from the store and the pcp settings."""
 
@@ -189,23 +174,7 @@ class ContextBuilder:
         self._explained: dict[tuple[str, str, str, bool], InstructionCosts] = {}
         self._instructions = PerTokenizer(lambda counter: counter.count(system_instructions()))  # the skeleton's estimate
         self._sent = PerTokenizer(lambda counter: KeptCounts(counter, MESSAGE_TEXTS))
-        self._pools: Lru[str, _Pool] = Lru(POOLS_KEPT)
-
-    def _pool_of(
-        self, thread: ThreadKey, ids: Sequence[str], cut: int, earlier: tuple[str, ...]
-    ) -> tuple[frozenset[str], tuple[str, ...], frozenset[str]]:
-        """The ids of the recent turns (``ids[cut:]``), the pool (the rest, each once, in conversation order) and the
-        history's (with the pages an earlier request stored of a block this history has grown: `Split.earlier`).
-        A new question on the same history (an agent's tool rounds, a retry) gets the thread's last ones: its ids
-        are compared with theirs in C, where building them anew is a Python pass over every exchange."""
-        key, last = tuple(ids), self._pools.get(thread.scope)
-        if last is not None and last.cut == cut and last.earlier == earlier and last.ids == key:
-            return last.recent, last.pool, last.history
-        recent = frozenset(key[cut:])
-        pool = tuple(i for i in dict.fromkeys(key[:cut]) if i not in recent)
-        made = _Pool(key, cut, earlier, recent, pool, frozenset(key).union(earlier))
-        self._pools.put(thread.scope, made)
-        return made.recent, made.pool, made.history
+        self._pools = Pools()
 
     async def build(
         self,
@@ -256,7 +225,7 @@ class ContextBuilder:
         cut = self._verbatim_from(blocks, budget, ceiling, tokens, own, follows)
         if cut == 0:  # the first exchange is sent as it is, its context with it
             system = split.system
-        recent_ids, pool, history_ids = self._pool_of(thread, ids, cut, split.earlier)
+        recent_ids, pool, history_ids = self._pools.of(thread.scope, ids, cut, split.earlier)
         tree, manifests = await visible_tree(snapshot, pool, history_ids, recent_ids)
         persisted, steps = snapshot.views, shown_steps(snapshot.steps)
         state = normalize({k: v for k, v in persisted.items() if k in tree}, tree)

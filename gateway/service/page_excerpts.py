@@ -21,7 +21,6 @@ import hashlib
 import json
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
 
 import orjson
 
@@ -177,4 +176,4 @@ class PageExcerpts:
     def _entries(page: Page, options: tuple[ExcerptOption, ...], count: Callable[[str], int]) -> tuple[ExcerptOption, ...]:
         """``options`` with the cost of their entry (``[id]``) added."""
         entry = count(excerpt_entry(page.id, ""))
-        return tuple(replace(option, tokens=option.tokens + entry) for option in options)
+        return tuple(ExcerptOption(o.chosen, o.text, o.tokens + entry, o.coverage) for o in options)  # not `replace`: 5x slower

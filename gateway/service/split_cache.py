@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.core import Block, page_id, split_blocks
+from gateway.core.lru import Lru
 from gateway.core.messages import SYSTEM_ROLES
 
-__all__ = ["SAVE_COMMAND", "Split", "SplitCache", "is_save", "saves_of"]
+__all__ = ["POOLS_KEPT", "SAVE_COMMAND", "Pools", "Split", "SplitCache", "is_save", "saves_of"]
 
+POOLS_KEPT = 256  # threads whose last request's pool a process keeps (as SplitCache keeps their splits)
 SAVE_COMMAND = "/save"  # a user message that asks the gateway to freeze the thread's topics now (never a page)
 
 
@@ -109,3 +111,50 @@ class SplitCache:
         if len(self._items) > self.capacity:
             self._items.popitem(last=False)
         return result
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """A request's ids (a tuple: compared with the next request's) and what `Pools.of` made of them; ``order`` and
+    ``seen`` the distinct ids before the recent turns (``ids[:cut]``), in order and as a set."""
+
+    ids: tuple[str, ...]
+    cut: int
+    earlier: tuple[str, ...]
+    recent: frozenset[str]
+    pool: tuple[str, ...]
+    history: frozenset[str]
+    order: tuple[str, ...]
+    seen: frozenset[str]
+
+
+class Pools:
+    """Per thread, what its last request's ids made (see :meth:`of`), least recently used out."""
+
+    def __init__(self, capacity: int = POOLS_KEPT) -> None:
+        self._last: Lru[str, _Pool] = Lru(capacity)
+
+    def of(
+        self, scope: str, ids: Sequence[str], cut: int, earlier: tuple[str, ...]
+    ) -> tuple[frozenset[str], tuple[str, ...], frozenset[str]]:
+        """The ids of the recent turns (``ids[cut:]``), the pool (the rest, each once, in conversation order) and the
+        history's (with the pages an earlier request stored of a block this history has grown: `Split.earlier`).
+        A new question on the same history (an agent's tool rounds, a retry) gets the thread's last ones: its ids
+        are compared with theirs in C, where building them anew is a Python pass over every exchange. One whose ids
+        before its recent turns begin with the last one's (the same history asked something else, or grown by a
+        turn) extends the last one's distinct ids by its new ones, and passes over them again only where a recent
+        turn's id is among them (a block said again)."""
+        key, last = tuple(ids), self._last.get(scope)
+        if last is not None and last.cut == cut and last.earlier == earlier and last.ids == key:
+            return last.recent, last.pool, last.history
+        head = key[:cut]
+        if last is not None and cut >= last.cut and head[: last.cut] == last.ids[: last.cut]:
+            new = tuple(dict.fromkeys(i for i in head[last.cut :] if i not in last.seen))
+            order, seen = (last.order + new, last.seen.union(new)) if new else (last.order, last.seen)
+        else:
+            order, seen = tuple(dict.fromkeys(head)), frozenset(head)
+        recent = frozenset(key[cut:])
+        pool = order if recent.isdisjoint(seen) else tuple(i for i in order if i not in recent)
+        made = _Pool(key, cut, earlier, recent, pool, seen.union(recent, earlier), order, seen)
+        self._last.put(scope, made)
+        return made.recent, made.pool, made.history
