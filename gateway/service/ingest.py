@@ -116,7 +116,7 @@ def called_in(block: Block) -> tuple[tuple[str, str], ...]:
 
 def speakers_of(blocks: Sequence[Block], tail: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """Who the line labels of the thread's last exchanges and the live turn name (`gateway.core.labels.speakers`):
-    a question that names a participant by their label is about their messages (`gateway.core.excerpt.participants`).
+    a question that names a participant by their label is about their messages (`gateway.core.asked.participants`).
     A label opens its message's first line, which is all that is read: a pasted file is not walked line by line."""
     messages = [*(m for b in blocks[-SPEAKING:] for m in b.messages), *tail]
     return speakers([(str(m.get("role")), said_text(m).lstrip().partition("\n")[0])

@@ -42,7 +42,7 @@ from gateway.adapters.redis_store import RedisStore, ThreadKey
 from gateway.adapters.upstream import Upstream
 from gateway.config import PcpSettings
 from gateway.core import View, iso_time, lead_text
-from gateway.core.excerpt import query_source
+from gateway.core.asked import query_source
 from gateway.core.languages import LANGUAGES
 from gateway.core.lexical import (
     bm25, drop_common_words, drop_terms, drop_time_phrases, is_low_information, stem, table_terms, terms, words,
@@ -243,7 +243,7 @@ class Router:
         thread's postings, gives the lexical statistics without looking at every page (the same numbers), and
         ``own`` gives the same for the user's own messages, on which a question about the user is matched;
         ``now``, the request's time, dates the days a query names ("10 days ago"); ``names``, the participants it
-        names (`gateway.core.excerpt.participants`); ``columns``, the pages' ids, times (`Manifest.written_ts`) and each
+        names (`gateway.core.asked.participants`); ``columns``, the pages' ids, times (`Manifest.written_ts`) and each
         id's position, as the caller keeps them with the thread's version (gateway.service.view_choice)."""
         text = matched_on(query, previous_summary)
         ids, written, at = columns

@@ -19,7 +19,7 @@ from gateway.adapters.redis_store import RedisStore, ThreadKey
 from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.config import PcpSettings
 from gateway.core import Candidate, ContextWindowExceeded, FitResult, LineHolds, Page, PageTree, TokenCounter, View, ViewState, fit_rendered, view_of
-from gateway.core.excerpt import NAMED, named_side, participants, query_source
+from gateway.core.asked import NAMED, named_side, participants, query_source
 from gateway.core.lexical import idf_weights, terms
 from gateway.core.outside import Outside, PoolExceeded
 from gateway.errors import ContextLengthExceeded

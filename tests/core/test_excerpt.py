@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.excerpt import ELLIPSIS, OTHERS_SHARE, UNIT_TOKENS, excerpt_options, leading_options, line_coverage, named_side, participants, query_source, render_excerpt, sentences, units_of
+from gateway.core.asked import named_side, participants, query_source
+from gateway.core.excerpt import ELLIPSIS, OTHERS_SHARE, UNIT_TOKENS, excerpt_options, leading_options, line_coverage, render_excerpt, sentences, units_of
 from gateway.core.lexical import idf_weights, terms
 from gateway.core.tokens import TokenCounter
 
