@@ -4,7 +4,8 @@ A client resends the whole history each turn. Sealed Logical Blocks never change
 appended — except a block sealed only by the end of the list, which more replies may still extend — so the
 other blocks (and page ids) of the history the previous request already had are kept per thread, and only
 the new messages are split and hashed. Checking that the old history is still a
-prefix is one list comparison, done in C.
+prefix is one list comparison, done in C. What a request's ids make (its recent turns, the pool of the rest, the
+history's ids: `Pools`) is kept per thread the same way and extended when the next request's ids begin with them.
 """
 
 from __future__ import annotations
