@@ -244,13 +244,14 @@ def _fit(
         back = held(candidate)
         if running + paid - back > limit:
             return False
-        if not back and not is_entry(candidate, before):
+        refiled = before.level in _IN_BACKGROUND and plan.filed(candidate, option) != plan.filed(candidate, before)
+        if not back and not refiled and not is_entry(candidate, before):
             running += paid
             plan.places[candidate.id] = option
             if entering:
                 days.add(plan.filed(candidate))
-        else:  # an entry goes (given back, or the container shown otherwise): the total is counted again (the
-            # headings and tags the entries share)
+        else:  # an entry goes (given back, or the container shown otherwise) or comes in place of a line: the total
+            # is counted again (the headings and tags the entries share)
             holder = candidate.inside if back else None
             kept = {i: plan.places[i] for i in (holder, candidate.id) if i is not None}
             if holder is not None:

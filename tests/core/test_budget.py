@@ -185,6 +185,21 @@ def test_map_entries_are_filed_under_one_heading_and_a_container_shown_otherwise
     assert dated(60).mapped == set() and dated(60).total_tokens == 3 * (7 + 13)
 
 
+def test_a_line_that_becomes_its_map_entry_pays_the_map_s_heading() -> None:
+    # a topic's line first (more per token), then its entry (more of it): the entry leaves the day, whose heading
+    # another page still needs, for the map's, which costs 3 more; at 49 it does not fit, at 52 it does
+    topic = replace(cand("topic", 1.0, summary=300, detail=400, background=10), excerpts=(Excerpt(20, 0.9),), map_entry=0,
+                    line_coverage=0.5)
+    other = replace(cand("other", 1.0, summary=300, detail=400, background=10), line_coverage=1.0)
+
+    def dated(budget: int) -> FitResult:
+        return fit_context([topic, other], fixed_tokens=0, budget=budget, now=NOW, node_overhead=0, background_overhead=10,
+                           day_overhead=7, map_overhead=3)
+
+    assert not dated(49).mapped and dated(49).total_tokens == 10 + 7 + 11 + 11 and not dated(49).over_budget
+    assert dated(52).mapped == {"topic"} and dated(52).total_tokens == 10 + 7 + 11 + 3 + 21
+
+
 def test_a_floor_excerpt_is_taken_before_any_page_is_weighed_and_the_rest_by_value() -> None:
     # the exchange a turn follows: its question (its first excerpt) however little it matches; more of it only by value
     follows = replace(cand("follows", 1e-6, hours=0, detail=300, background=40), line_coverage=0.0,
