@@ -62,7 +62,6 @@ from bench.answer_set import SHAPES, Item, question_set  # noqa: E402
 from bench.datasets import Conversation, Question, Turn  # noqa: E402
 from bench.evidence_recall import history_messages  # noqa: E402
 from bench.recall_report import replace_between  # noqa: E402
-from gateway.core.when import NOTES  # noqa: E402
 
 DOCS = ROOT / "docs" / "real-model.md"
 MARKERS = ("<!-- answers:begin -->", "<!-- answers:end -->")  # what --write-docs replaces in DOCS
@@ -256,7 +255,7 @@ class GatewayWay:
         texts = [t for eid in item.question.evidence if eid in item.conv.evidence for t in item.conv.evidence[eid].texts]
         if r.status_code != 200 or not texts:
             return ""
-        shown = squash(NOTES.sub("", " ".join(str(m.get("content") or "") for m in r.json()["messages"])))
+        shown = squash(" ".join(str(m.get("content") or "") for m in r.json()["messages"]))
         missing = [t for t in map(squash, texts) if t not in shown]
         if not missing:
             return "shown"

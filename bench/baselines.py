@@ -30,7 +30,6 @@ from typing import Any
 
 from bench.datasets import Conversation, Question, Turn
 from gateway.core import TokenCounter
-from gateway.core.when import NOTES
 
 CHUNK_TOKENS = 256
 BM25_K1, BM25_B = 1.5, 0.75
@@ -93,7 +92,7 @@ class Outcome:
 
 def judge(conv: Conversation, q: Question, budget: int, messages: Sequence[Mapping[str, Any]],
           tokens: int | None = None) -> Outcome:
-    raw = NOTES.sub("", "\n".join(content_text(m) for m in messages))  # the dates the gateway writes beside a phrase
+    raw = "\n".join(content_text(m) for m in messages)
     unescaped = html.unescape(raw)
     hit = tuple(e for e in q.evidence
                 if all(t in raw or t in unescaped for t in conv.evidence[e].texts))

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import datetime, timezone
 
 import pytest
 
 import gateway.service.page_excerpts as page_excerpts
 from gateway.adapters.store_keys import ThreadKey
-from gateway.core import Page, PageType, TokenCounter, original_page, split_blocks
+from gateway.core import Page, TokenCounter, original_page, split_blocks
 from gateway.service.page_excerpts import PageExcerpts
 
 THREAD = ThreadKey("tenant", "excerpts")
@@ -66,13 +65,3 @@ def test_a_history_longer_than_the_cache_has_only_its_last_pages_cut_as_it_is_st
     monkeypatch.setattr(page_excerpts, "units_of", units_of)
     PageExcerpts(capacity=4).prepare(THREAD, pages, counter)
     assert cut == [p.content for p in pages[-4:]]
-
-
-def test_an_exchange_s_relative_phrases_are_dated_by_its_day_a_container_s_are_not() -> None:
-    said = [{"role": "user", "content": "I went to the support group yesterday."}, {"role": "assistant", "content": "Nice!"}]
-    page = original_page(split_blocks(said).blocks[0], datetime(2023, 5, 8, 14, tzinfo=timezone.utc), TokenCounter().count)
-    _, options, _ = PageExcerpts().of(THREAD, page, {"group": 1.0}, TokenCounter(), None)
-    assert "yesterday (= 7 May 2023)." in options[0].text
-    container = replace(page, id="c0ffee0000", type=PageType.CONSOLIDATED, source_ids=(page.id,))  # of several days
-    _, options, _ = PageExcerpts().of(THREAD, container, {"group": 1.0}, TokenCounter(), None)
-    assert "(=" not in options[0].text

@@ -31,14 +31,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date
 from types import MappingProxyType
 from typing import NamedTuple
 
 from gateway.core.labels import line_heads, named_sides, without_role, written_once
 from gateway.core.lexical import terms
 from gateway.core.tokens import count_joined
-from gateway.core.when import told
 
 __all__ = [
     "ELLIPSIS",
@@ -46,7 +44,6 @@ __all__ = [
     "UNIT_TOKENS",
     "ExcerptOption",
     "Unit",
-    "dated_units",
     "excerpt_options",
     "labelled",
     "leading_options",
@@ -215,23 +212,6 @@ def _named_unit(unit: Unit, names: Mapping[str, str], count: Callable[[str], int
     if text == unit.text and speaker == unit.speaker:
         return unit
     return unit._replace(text=text, tokens=count(text) if text != unit.text else unit.tokens, speaker=speaker)
-
-
-def dated_units(units: Sequence[Unit], day: date, count: Callable[[str], int]) -> tuple[Unit, ...]:
-    """``units`` of a page written on ``day`` with the date each relative phrase names written right after it
-    (``Yesterday (= 24 April 2023), I went``, :func:`gateway.core.when.told`): a small model answers "when?" with a
-    date it sees, the day's heading when nothing nearer says one. Their tokens those of the text shown, their terms
-    unchanged (the notes are not what was said)."""
-    dated: list[Unit] = []
-    for unit in units:
-        rows = unit.text.split("\n")
-        for k, row in enumerate(rows):
-            for end, when in reversed(told(row, day)):
-                row = f"{row[:end]} (= {when}){row[end:]}"
-            rows[k] = row
-        text = "\n".join(rows)
-        dated.append(unit if text == unit.text else unit._replace(text=text, tokens=count(text)))
-    return tuple(dated)
 
 
 def _held(

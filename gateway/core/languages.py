@@ -70,19 +70,6 @@ class Language:
     back: Mapping[str, int] = field(default_factory=dict)
     periods: Mapping[str, str] = field(default_factory=dict)  # -> night, weekend, week, month
     months: tuple[str, ...] = ()  # the months' names, by their first three letters
-    told_by: tuple[str, ...] = ()  # words one of which each of ``phrases`` but WITHIN and THIS holds, lower-cased: a
-    # page's text holding none has no phrase to date (`gateway.core.when.told` reads no pattern through it)
-    told_from: tuple[str, ...] = ()  # the last words of phrases said of another moment than the page's day ("two days
-    # earlier": than what the sentence tells of), which `told` leaves undated
-    # how the day, month or year a page's relative phrase names is written beside it (`gateway.core.when.told`):
-    # ``{day}`` ``{month}`` ``{year}`` from ``month_names``; around / week / weekend take a day written so
-    month_names: tuple[str, ...] = ()
-    day_text: str = "{day} {month} {year}"
-    month_text: str = "{month} {year}"
-    year_text: str = "{year}"
-    around_text: str = "around {day}"
-    week_text: str = "the week of {day}"
-    weekend_text: str = "the weekend of {day}"
 
 
 # --- English ----------------------------------------------------------------------------------------------
@@ -153,10 +140,6 @@ ENGLISH = Language(
     back={"yesterday": 1, "the day before yesterday": 2},
     periods={"night": "night", "weekend": "weekend", "week": "week", "month": "month"},
     months=("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"),
-    told_by=("ago", "back", "last", "yesterday"),
-    told_from=("earlier",),
-    month_names=("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-                 "November", "December"),
 )
 
 
@@ -234,14 +217,6 @@ CHINESE = Language(
     periods={"上周末": "weekend", "上个周末": "weekend", "上星期末": "weekend", "上个星期末": "weekend", "上礼拜末": "weekend",
              "上个礼拜末": "weekend", "上周": "week", "上个周": "week", "上星期": "week", "上个星期": "week", "上礼拜": "week",
              "上个礼拜": "week", "上月": "month", "上个月": "month"},
-    told_by=("前", "上", "昨", "今"),
-    month_names=tuple(str(m) for m in range(1, 13)),
-    day_text="{year}年{month}月{day}日",
-    month_text="{year}年{month}月",
-    year_text="{year}年",
-    around_text="{day}前后",
-    week_text="{day}那一周",
-    weekend_text="{day}那个周末",
 )
 
 LANGUAGES = (ENGLISH, CHINESE)

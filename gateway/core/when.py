@@ -1,5 +1,4 @@
-"""The days a question's own words point to: "10 days ago", "last Saturday", "in the past month", 上周五, 三天前;
-and the days a page's own words point to, written out beside them for the model (:func:`told`).
+"""The days a question's own words point to: "10 days ago", "last Saturday", "in the past month", 上周五, 三天前.
 
 :func:`gateway.core.lexical.drop_time_phrases` takes such phrases out of what is matched, since their words name a
 date, not what was said. This module reads the date they name instead. A page that tells of an event is written on
@@ -22,7 +21,7 @@ from datetime import date, datetime, timedelta
 
 from gateway.core.languages import LANGUAGES, Kind, Language
 
-__all__ = ["NOTES", "TELLING_SLACK", "named_span", "told"]
+__all__ = ["TELLING_SLACK", "named_span"]
 
 TELLING_SLACK = timedelta(days=1)  # an event is usually told the day it happens or the day after
 _UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
@@ -201,74 +200,3 @@ def named_span(text: str, now: datetime) -> tuple[date, date] | None:
             if (every or table in tables) and (match := pattern.search(text)):
                 return _relative(kind, match, table.language, today)
     return None
-
-
-# what :func:`told` gives, as a unit shows it right after its phrase (`gateway.core.excerpt.dated_units`):
-# ``Yesterday (= 24 April 2023), I went to a fair``
-NOTES = re.compile(r" \(= [^()\n]+\)")
-
-
-def _said(day: date, language: Language) -> str:
-    return language.day_text.format(day=day.day, month=language.month_names[day.month - 1], year=day.year)
-
-
-def _told(kind: Kind, match: re.Match[str], language: Language, today: date) -> str | None:
-    """The day, week, month or year a relative phrase of ``kind`` said on ``today`` names, written out; None for a
-    phrase that names no point in time ("in the past month", "this week") or names today itself."""
-    groups = match.groupdict()
-    if kind is Kind.AGO:
-        count, unit = _number(groups["count"] or "", language), language.units[groups["unit"].lower()]
-        if unit == "year":
-            return language.year_text.format(year=today.year - count)
-        if unit == "month":
-            months = today.year * 12 + today.month - 1 - count
-            return language.month_text.format(month=language.month_names[months % 12], year=months // 12)
-        day = _said(today - timedelta(days=count * _UNIT_DAYS[unit]), language)
-        fuzzy = unit == "week" or (groups["count"] or "").lower() in language.fuzzy
-        return language.around_text.format(day=day) if fuzzy else day
-    if kind is Kind.LAST_PERIOD:
-        period = language.periods[groups["period"].lower()]
-        first = _relative(kind, match, language, today)[0]
-        if period == "month":
-            return language.month_text.format(month=language.month_names[first.month - 1], year=first.year)
-        if period == "night":
-            return _said(first, language)
-        return (language.week_text if period == "week" else language.weekend_text).format(day=_said(first, language))
-    if kind in (Kind.LAST_WEEKDAY, Kind.WEEKDAY_LAST_WEEK, Kind.DAYS_BACK):
-        first = _relative(kind, match, language, today)[0]
-        return _said(first, language) if first != today else None
-    return None
-
-
-def told(text: str, today: date) -> list[tuple[int, str]]:
-    """The relative phrases of ``text``, a page written on ``today`` ("I went yesterday", "last Friday", "two weeks
-    ago", 上周五), each as (where it ends, the date it names written out), in the text's order: a small model asked
-    "when?" copies a date it sees, so the date a phrase names is written beside it rather than left to the reader
-    to work out from the day's heading. Nothing for a text that writes a date or a year out (its phrases may be
-    relative to that), for phrases that name no point in time, nor for those said of another moment ("two days
-    earlier", ``told_from``). Where two phrases overlap, the one of the
-    earlier :class:`Kind` counts, as in :func:`named_span`."""
-    lowered = text.lower()
-    tables = [table for table in _tables(text) if any(word in lowered for word in table.language.told_by)]
-    found: list[tuple[int, int, int, str]] = []  # (start, kind's place, end, note)
-    for place, (kind, patterns) in enumerate(_BY_KIND):
-        if kind in (Kind.WITHIN, Kind.THIS):  # (they name no point in time)
-            continue
-        for table, pattern in patterns:
-            if table not in tables:
-                continue
-            for match in pattern.finditer(text):
-                if match.group(0).lower().endswith(table.language.told_from):
-                    continue
-                when = _told(kind, match, table.language, today)
-                if when is not None:
-                    found.append((match.start(), place, match.end(), when))
-    if not found or _written(text, today, _tables(text))[1]:
-        return []
-    notes: list[tuple[int, str]] = []
-    reached = 0
-    for start, _, end, note in sorted(found):
-        if start >= reached:
-            notes.append((end, note))
-            reached = end
-    return notes

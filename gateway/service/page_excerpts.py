@@ -27,11 +27,8 @@ import orjson
 from gateway.adapters.redis_store import RedisStore
 from gateway.adapters.store_keys import ThreadKey
 from gateway.core import Page, TokenCounter, background_line, excerpt_entry, map_text
-from gateway.core.excerpt import (
-    ExcerptOption, Unit, dated_units, excerpt_options, leading_options, line_coverage, speaking_share, units_of, whole_page,
-)
+from gateway.core.excerpt import ExcerptOption, Unit, excerpt_options, leading_options, line_coverage, speaking_share, units_of, whole_page
 from gateway.core.lru import Lru
-from gateway.core.pages import PageType, utc
 from gateway.core.tokens import KeptCounts, PerTokenizer
 from gateway.core.worth import share_of
 
@@ -48,8 +45,7 @@ Names = tuple[tuple[str, str], ...]
 # about five on the long thread, so that many times the 4,096 whole excerpts this once kept
 EXCERPT_COUNTS = 5 * 4096
 UNIT_CACHE = 4096  # pages whose excerpt units and background line are kept in memory
-# what `units_of` gives (with `dated_units`), as stored: a change to what it gives (or to `Unit`) takes the next number
-UNITS_VERSION = 2
+UNITS_VERSION = 1  # what `units_of` gives, as stored: a change to what it gives (or to `Unit`) takes the next number
 FRESH_THREADS = 256  # threads whose units cut by a query wait to be written (a request that failed leaves some)
 
 
@@ -75,13 +71,6 @@ def load_units(raw: str) -> tuple[Unit, ...] | None:
         )
     except (orjson.JSONDecodeError, zlib.error, binascii.Error, TypeError, ValueError):
         return None
-
-
-def _units_of(page: Page, counter: TokenCounter, names: Names) -> tuple[Unit, ...]:
-    """A page's units as shown: an exchange's relative phrases dated by its day (`dated_units`); a container's text
-    tells of several days, so its phrases are left as they are."""
-    units = units_of(page.content, counter.count, dict(names))
-    return dated_units(units, utc(page.timestamp).date(), counter.count) if page.type is PageType.ORIGINAL else units
 
 
 def _key(thread: ThreadKey, page_id: str, counter: TokenCounter, names: Names) -> tuple[str, str, str, Names]:
@@ -111,7 +100,7 @@ class PageExcerpts:
         key = _key(thread, page.id, counter, names)
         cached = self._pages.get(key)
         if cached is None or cached[1] != page.summary:  # the consolidator may rewrite a summary: its line with it
-            units = _units_of(page, counter, names) if cached is None else cached[0]
+            units = units_of(page.content, counter.count, dict(names)) if cached is None else cached[0]
             if cached is None and write:
                 fresh = self._fresh.get(thread.scope)
                 if fresh is None:

@@ -1,14 +1,11 @@
 from __future__ import annotations
 
-from datetime import date
-
 import pytest
 
 from gateway.core.asked import named_side, participants, query_source
-from gateway.core.excerpt import ELLIPSIS, OTHERS_SHARE, UNIT_TOKENS, dated_units, excerpt_options, leading_options, line_coverage, render_excerpt, sentences, units_of
+from gateway.core.excerpt import ELLIPSIS, OTHERS_SHARE, UNIT_TOKENS, excerpt_options, leading_options, line_coverage, render_excerpt, sentences, units_of
 from gateway.core.lexical import idf_weights, terms
 from gateway.core.tokens import TokenCounter
-from gateway.core.when import NOTES
 
 COUNT = TokenCounter().count
 
@@ -362,18 +359,3 @@ def test_the_nested_excerpts_of_a_long_reply_count_what_they_show_and_each_row_o
     assert len(exact) >= 5
     assert [o.tokens for o in exact] == [counter.count(o.text) for o in exact]
     assert sum(len(text) for text in counted) < sum(len(o.text) for o in exact) / 2  # each option is not counted anew
-
-
-def test_a_relative_phrase_is_dated_where_it_is_said_and_the_unit_counted_as_shown() -> None:
-    content = ("user: I went to a support group yesterday.\nIt was so powerful.\nassistant: Glad to hear it!\n"
-               "user: " + " ".join(f"Sentence {n} of a long note about the garden and the roses." for n in range(14))
-               + " Last Friday we planted tulips. Then more words follow here.")
-    units = units_of(content, COUNT)
-    dated = dated_units(units, date(2023, 5, 8), COUNT)
-    assert dated[0].text == "user: I went to a support group yesterday (= 7 May 2023).\nIt was so powerful."
-    assert dated[1] is units[1]  # nothing to date: the same unit
-    friday = next(u for u in dated if "tulips" in u.text)
-    assert friday.text == "Last Friday (= 5 May 2023) we planted tulips. "  # a sentence cut from a long row
-    for before, after in zip(units, dated):
-        assert after.terms == before.terms and after.tokens == COUNT(after.text)  # the notes are not what was said
-        assert NOTES.sub("", after.text) == before.text
