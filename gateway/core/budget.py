@@ -244,8 +244,10 @@ def _fit(
         back = held(candidate)
         if running + paid - back > limit:
             return False
+        # under another heading than before: a line that becomes its map entry, or an entry that goes for a line, an
+        # excerpt or a node (its heading is then the map's no more)
         refiled = before.level in _IN_BACKGROUND and plan.filed(candidate, option) != plan.filed(candidate, before)
-        if not back and not refiled and not is_entry(candidate, before):
+        if not back and not refiled:
             running += paid
             plan.places[candidate.id] = option
             if entering:

@@ -15,10 +15,10 @@ Choice. A unit *holds* the query terms it mentions, each weighing its IDF in the
 the weight the unit before it holds: the answer to a matching message is often the message after it, its reply or
 the next line of its burst, in words of its own. The options are nested: the units that hold (or take) the most
 query weight first, then those that only mention query terms without holding them (another role's, for a question
-about one role, :func:`gateway.core.asked.query_source`) — every proper subset of the page's matching units in that order — and last
-the page whole (every unit, nothing left out: a Detail node's text without the node's tags, so a page worth showing
-whole costs only its own tokens), each with its rendered text, its token cost and its *coverage*, the share of the
-page it holds. A page that holds a share s of the query's weight (its *strength*) owes that share of its value to
+about one role, :func:`gateway.core.asked.query_source`) — every proper subset of the page's matching units in that
+order — and last the page whole (every unit, nothing left out: a Detail node's text without the node's tags, so a
+page worth showing whole costs only its own tokens), each with its rendered text, its token cost and its
+*coverage*, the share of the page it holds. A page that holds a share s of the query's weight (its *strength*) owes that share of its value to
 the query terms its units hold, and a set of units holds the part of it whose terms they hold; the rest is spread by
 tokens (a fact the query does not name is as likely in any token — of the user's messages alone, for a question
 about the user). So a page that only shares a common word with the query is cut by size, and one whose single
@@ -218,8 +218,8 @@ def _held(
     units: Sequence[Unit], weights: Mapping[str, float], source: str | None = None
 ) -> tuple[list[frozenset[str]], float]:
     """The query terms each unit holds (those it mentions), and the page's *strength*: the share of the query's
-    weight its units hold at all. With ``source`` (a role, see :func:`gateway.core.asked.query_source`), only that role's units hold
-    terms: the others only repeat or elaborate what the query is about."""
+    weight its units hold at all. With ``source`` (a role, see :func:`gateway.core.asked.query_source`), only that
+    role's units hold terms: the others only repeat or elaborate what the query is about."""
     held = [unit.terms.intersection(weights) if source is None or unit.side.startswith(source) else _NOTHING
             for unit in units]
     total = sum(weights.values())
@@ -327,7 +327,8 @@ def _order(units: Sequence[Unit], weights: Mapping[str, float], reach: Sequence[
 def _reach(held: Sequence[frozenset[str]], weights: Mapping[str, float], units: Sequence[Unit], source: str | None) -> list[float]:
     """The query weight each unit holds, and :data:`NEXT_SHARE` of what the unit before it holds: the answer to a
     matching message is often the message that follows it (its reply, the next line of its burst), which need not
-    say the query's words. With ``source`` (see :func:`gateway.core.asked.query_source`), only that role's units take a share."""
+    say the query's words. With ``source`` (see :func:`gateway.core.asked.query_source`), only that role's units
+    take a share."""
     own = [sum(weights[t] for t in found) for found in held]
     return [w + (NEXT_SHARE * own[i - 1] if i and (source is None or units[i].side.startswith(source)) else 0.0)
             for i, w in enumerate(own)]

@@ -174,6 +174,6 @@ class PageExcerpts:
 
     @staticmethod
     def _entries(page: Page, options: tuple[ExcerptOption, ...], count: Callable[[str], int]) -> tuple[ExcerptOption, ...]:
-        """``options`` with the cost of their entry (``[id]``) added."""
+        """``options`` with the cost of their entry (``[id]``) added (built directly: `dataclasses.replace` is 5x slower)."""
         entry = count(excerpt_entry(page.id, ""))
-        return tuple(ExcerptOption(o.chosen, o.text, o.tokens + entry, o.coverage) for o in options)  # not `replace`: 5x slower
+        return tuple(ExcerptOption(o.chosen, o.text, o.tokens + entry, o.coverage) for o in options)
