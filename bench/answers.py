@@ -57,7 +57,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.baselines import COUNTER, Baselines, squash  # noqa: E402
-from bench.answer_scoring import appears, exact, f1, normalize_dates, paired, tokens  # noqa: E402,F401
+from bench.answer_scoring import appears, exact, f1, gold_kind, normalize_dates, paired, tokens  # noqa: E402,F401
 from bench.answer_set import SHAPES, Item, question_set  # noqa: E402
 from bench.datasets import Conversation, Question, Turn  # noqa: E402
 from bench.evidence_recall import history_messages  # noqa: E402
@@ -247,8 +247,10 @@ class GatewayWay:
     def standing(self, client: Any, item: Item, budget: int) -> str:
         """Where the question's evidence stands in the context the gateway builds for it at ``budget`` (its first
         round, from the inspection route, without calling the model): ``shown`` (every evidence text is in it),
-        ``by id`` (what is not shown is in a page listed by its id, or under a listed container: one Consult away)
-        or ``absent``; ``""`` when the question has no evidence texts or the route fails."""
+        ``answer shown`` (what is not shown is in pages the context lists, and the part of them it shows gives the
+        gold answer: a number, a list or words, not a date or a yes), ``by id`` (the rest of that kind: one Consult
+        away, a page listed by its id or under a listed container) or ``absent``; ``""`` when the question has no
+        evidence texts or the route fails."""
         headers = self.headers(item, item.conv.question_time)
         base = f"{self.gw.root_url}/pcp/threads/answers-{item.thread}"
         r = client.get(base + "/context", params={"q": asked(item), "budget": budget, "model": MODEL}, headers=headers, timeout=120)
@@ -259,9 +261,13 @@ class GatewayWay:
         missing = [t for t in map(squash, texts) if t not in shown]
         if not missing:
             return "shown"
-        listed = set(re.findall(r"\[([0-9a-f]{8,12})\]|id=\"([0-9a-f]{8,12})\"", shown))
-        held = " ".join(self._content(client, base, headers, pid) for pair in listed for pid in pair if pid)
-        return "by id" if all(t in held for t in missing) else "absent"
+        listed = {pid for pair in re.findall(r"\[([0-9a-f]{8,12})\]|id=\"([0-9a-f]{8,12})\"", shown) for pid in pair if pid}
+        holders = {pid for pid in listed if any(t in self._content(client, base, headers, pid) for t in missing)}
+        if not all(any(t in self._content(client, base, headers, pid) for pid in holders) for t in missing):
+            return "absent"
+        # a long message is shown in part: its answer may be in the part shown, and then nothing needs a Consult
+        seen = " ".join(in_view(shown, pid) for pid in holders)
+        return "answer shown" if gold_kind(item.gold) in ("number", "list", "text") and exact(seen, item.gold) else "by id"
 
     def _content(self, client: Any, base: str, headers: Mapping[str, str], page: str) -> str:
         """A page's text and, for a container, its pages' (flattened; read once per page)."""
@@ -273,6 +279,22 @@ class GatewayWay:
             self._pages[key] = " ".join([squash(found.get("content") or ""),
                                          *(self._content(client, base, headers, kid) for kid in found.get("source_ids", []))])
         return self._pages[key]
+
+
+_ENTRY_END = re.compile(r"\[[0-9a-f]{8,12}\]|\d{4}-\d{2}-\d{2}:|other topics:|</Background_Context>|<Node |</Node>")
+
+
+def in_view(context: str, page: str) -> str:
+    """What ``context`` (squashed) shows of ``page``: the text of its ``[page]`` entry and of its Node, up to the
+    next entry, date heading or node; "" when it shows neither."""
+    parts = []
+    for opening in (f"[{page}]", f'id="{page}"'):
+        at = context.find(opening)
+        if at >= 0:
+            start = at + len(opening)
+            end = _ENTRY_END.search(context, start)
+            parts.append(context[start : end.start() if end else len(context)])
+    return " ".join(parts)
 
 
 @contextmanager
@@ -339,7 +361,7 @@ def standings(results: Sequence[Result], ways: Sequence[str]) -> str:
              "|---|---|---:|---:|---:|---:|"]
     for way in (w for w in ways if w.startswith("gateway")):
         rs = [r for r in results if r.way == way]
-        for standing in ("shown", "by id", "absent", ""):
+        for standing in ("shown", "answer shown", "by id", "absent", ""):
             group = [r for r in rs if r.standing == standing]
             if group:
                 consulted = [r for r in group if r.consults > 0]
@@ -409,7 +431,8 @@ def per_question(results: Sequence[Result], ways: Sequence[str], items: Sequence
 def report(results: Sequence[Result], columns: Sequence[str], items: Sequence[Item]) -> str:
     return (f"{summary(results, columns, items)}\n\n"
             "Where each question's evidence stood in the gateway's first round (`shown`: every evidence text in the "
-            "context; `by id`: the rest in a page listed by its id, one Consult away; `absent`), and what the model did "
+            "context; `answer shown`: the rest in pages it lists, the part of them shown giving the answer; `by id`: the "
+            "rest in a page listed by its id, one Consult away; `absent`), and what the model did "
             "(exact-answer score, questions with a Consult call, and of those the ones answered right):\n\n"
             f"{standings(results, columns)}\n\n"
             "Each way against the gateway, per question (bootstrap over the questions, 10,000 resamples, seed 45; "
@@ -420,6 +443,26 @@ def report(results: Sequence[Result], columns: Sequence[str], items: Sequence[It
             "Each cell: token F1, = when the exact-answer score is 1, the request's rounds (r) and Consult calls (c), "
             "the answer's start.\n\n"
             f"{per_question(results, columns, items)}\n")
+
+
+def by_standing(items: Sequence[Item], budget: int, kept: set[str]) -> list[Item]:
+    """The items whose evidence stands as one of ``kept`` in the gateway's first round at ``budget`` (all of them
+    when ``kept`` is empty), each conversation replayed into a gateway of its own and its questions' contexts read
+    from the inspection route: no model is asked. Prints each item's standing."""
+    import httpx
+
+    found: list[Item] = []
+    with ExitStack() as stack:
+        client = stack.enter_context(httpx.Client())
+        gateway = GatewayWay(stack, "http://127.0.0.1:9")  # the model is never called: only contexts are read
+        for it in items:
+            gateway.replay(client, it)
+            standing = gateway.standing(client, it, budget)
+            log(f"  {standing or '-':>6}  {it.key}  {it.question.category}: {it.question.text}")
+            if not kept or standing in kept:
+                found.append(it)
+    log(f"{len(found)} of {len(items)} questions kept" + (f" ({', '.join(sorted(kept))})" if kept else ""))
+    return found
 
 
 def asked(item: Item) -> str:
@@ -460,6 +503,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="ask nothing: the report of a run saved with --save (its questions, --write-docs as usual)")
     parser.add_argument("--against", default="", metavar="FILE[:LABEL]",
                         help="compare with an earlier run's --save FILE, its ways named <way>@LABEL (default: before)")
+    parser.add_argument("--standing", default="", metavar="S,...",
+                        help="ask only the questions whose evidence stands so in the gateway's first round at the first "
+                             "budget, of shown, answer-shown, by-id, absent (each conversation replayed and its questions' contexts read "
+                             "first, without the model); with --ways none, list every question's standing and ask nothing")
     args = parser.parse_args(argv)
     if args.write_docs:  # before an hour of answers, not after
         try:
@@ -473,12 +520,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--shapes: choose from {', '.join(SHAPES)}")
     import httpx
 
-    ways = [w.strip() for w in args.ways.split(",") if w.strip()]
+    ways = [w.strip() for w in args.ways.split(",") if w.strip() and w.strip() != "none"]
     budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
     items = question_set(args.questions, shapes)
     if args.only:
         wanted = set(args.only.split(","))
         items = [it for it in items if it.key in wanted]
+    kept = {s.strip().replace("-", " ") for s in args.standing.split(",") if s.strip()}
+    if kept - {"shown", "answer shown", "by id", "absent"}:
+        parser.error("--standing: choose from shown, answer-shown, by-id, absent")
+    if kept or not ways:
+        items = by_standing(items, budgets[0], kept)
+        if not ways:
+            return 0
     columns = [w for w in ways if w == "full"] + [f"{w}-{b}" for w in ways if w != "full" for b in budgets]
     if args.report:
         saved = [replace(r, way=r.way.rpartition("@")[0]) for r in earlier(args.report, "saved", items)]

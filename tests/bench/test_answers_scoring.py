@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from bench.answers import MARKERS, appears, f1, main, normalize_dates, write_docs
+from bench.baselines import squash
 from bench.datasets import LOCOMO_DATA, LONGMEMEVAL_DATA, REALTALK_DATA
 
 # the question set reads the benchmark data in place (../shared/data), which a checkout elsewhere does not have
@@ -135,3 +136,18 @@ def test_bm25_chunks_as_sent_are_labelled_as_the_client_sends_them() -> None:
     named = Turn("D1:2", "Jon", "assistant", "Jon: Congrats!", 0, 1)
     assert chunk_text([plain, named]) == "Gina: I opened my store today.\nJon: Congrats!"
     assert chunk_text([plain, named], as_sent=True) == "user: I opened my store today.\nJon: Congrats!"
+
+
+def test_what_a_context_shows_of_a_page_ends_at_the_next_entry_heading_or_node() -> None:
+    from bench.answers import in_view
+
+    context = squash(
+        '<Background_Context>2023-05-29:\n[75b1babb5c] user: Which store? assistant: … 4. Nostalgia - an online store …\n'
+        '[457b429ce6] user: thanks\n2023-06-01:\n[83d9b7e169] user: more</Background_Context><Linear_Flow>'
+        '<Node id="fcf8d9ea22" type="Original" view="Detail"><Content>Jaipur Rugs</Content></Node></Linear_Flow>'
+    )
+    assert in_view(context, "75b1babb5c").strip() == "user: Which store? assistant: … 4. Nostalgia - an online store …"
+    assert in_view(context, "457b429ce6").strip() == "user: thanks"
+    assert in_view(context, "83d9b7e169").strip() == "user: more"
+    assert "Jaipur Rugs" in in_view(context, "fcf8d9ea22") and "more" not in in_view(context, "fcf8d9ea22")
+    assert in_view(context, "0000000000") == ""
