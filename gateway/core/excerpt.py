@@ -51,6 +51,7 @@ __all__ = [
     "names_sides",
     "render_excerpt",
     "sentences",
+    "shown_content",
     "speaking_share",
     "units_of",
     "whole_page",
@@ -201,6 +202,19 @@ def units_of(content: str, count: Callable[[str], int], names: Mapping[str, str]
                 units.extend(_message_units(messages[index], index, heads[index], speakers[index], count))
         start = end
     return tuple(units)
+
+
+def shown_content(content: str, names: Mapping[str, str] = MappingProxyType({})) -> str:
+    """A page's transcript ``content`` whole, as its excerpts show its rows (:func:`units_of`): a chat whose names
+    stand for its two sides without the role prefixes before them, its labels written once per run; a chat whose
+    sides are known by ``names``, each message opened by its side's name. Anything else as stored. A Detail node and
+    a Consult's result then speak of the same people as the lines and excerpts of the context they open."""
+    messages = _messages(content)
+    if named_sides([rows[0] for rows in messages]):
+        return "\n".join(written_once(row for rows in [[without_role(rows[0]), *rows[1:]] for rows in messages] for row in rows))
+    if not names:
+        return content
+    return "\n".join(_by_name(row, names) for row in written_once(content.split("\n")))
 
 
 def _named_unit(unit: Unit, names: Mapping[str, str], count: Callable[[str], int]) -> Unit:

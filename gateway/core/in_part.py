@@ -14,8 +14,9 @@ from the page and the words that asked for it (the live turn and the Consult's r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from types import MappingProxyType
 
 from gateway.core.excerpt import excerpt_options, leading_options, units_of
 from gateway.core.extract import lead_text
@@ -68,11 +69,13 @@ def container_in_part(
     return chosen if chosen[2] <= left else min(chosen, opening(shown, False), key=lambda option: option[2])
 
 
-def exchange_in_part(page: Page, bound: int, count: Callable[[str], int], asked: str) -> tuple[str, int] | None:
+def exchange_in_part(
+    page: Page, bound: int, count: Callable[[str], int], asked: str, names: Mapping[str, str] = MappingProxyType({})
+) -> tuple[str, int] | None:
     """``page`` in Detail in part within ``bound`` tokens for ``asked``, the words that asked for it: the text its
     node shows and what the node costs (the smallest such excerpt when none fits), or None when no excerpt is
-    smaller than the page."""
-    units = units_of(page.content, count)
+    smaller than the page. ``names``: the names a two-person chat's sides are shown by (its excerpts')."""
+    units = units_of(page.content, count, names)
     weights = dict.fromkeys(terms(asked), 1.0)
     options = [o for o in excerpt_options(units, weights, count) or leading_options(units, count) if o.tokens < page.tokens]
     if not options:

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from lxml import etree  # type: ignore[import-untyped,unused-ignore]
 
+from gateway.core.excerpt import shown_content
 from gateway.core.extract import lead_text
 from gateway.core.instructions import system_instructions
 from gateway.core.pages import Page, PageType, utc
@@ -42,6 +43,7 @@ __all__ = [
     "nodes_from_state",
     "render_context",
     "render_node",
+    "shown_page",
     "step_text",
     "xml_safe",
 ]
@@ -240,17 +242,29 @@ def line_holds(page: Page) -> LineHolds:
     return LineHolds.SUMMARY if summary_fits_line(page) else LineHolds.LEAD
 
 
+def shown_page(page: Page, sides: Mapping[str, str]) -> Page:
+    """``page`` as a Detail node shows it: an exchange's content as its excerpts show its rows
+    (:func:`gateway.core.excerpt.shown_content`: by the names a two-person chat's sides are shown by, ``sides``, or
+    its own labels); any other page as stored."""
+    if page.type is not PageType.ORIGINAL:
+        return page
+    content = shown_content(page.content, sides)
+    return page if content == page.content else replace(page, content=content)
+
+
 def nodes_from_state(
     tree: PageTree,
     state: ViewState,
     pages: Mapping[str, Page],
     roots: Iterable[str] | None = None,
     overrides: Mapping[str, View] | None = None,
+    shown: Callable[[Page], Page] | None = None,
 ) -> tuple[NodeSpec, ...]:
     """The node specs for ``roots`` (default: all of ``tree.roots``) in their views from ``state``.
 
     ``overrides`` (e.g. the views chosen by the budget) replace the view of the listed pages; a page demoted
-    from Unpacked shows no children. Every id reached must be in ``pages``; an Unpacked page needs children.
+    from Unpacked shows no children; ``shown`` gives the page a Detail node shows (e.g. :func:`shown_page`). Every id
+    reached must be in ``pages``; an Unpacked page needs children.
     """
     chosen = dict(overrides or {})
 
@@ -259,6 +273,7 @@ def nodes_from_state(
         if view is View.UNPACKED and not tree.kids(page_id):
             view = View.DETAIL
         children = tuple(build(child) for child in tree.kids(page_id)) if view is View.UNPACKED else ()
-        return NodeSpec(pages[page_id], view, children)
+        page = pages[page_id]
+        return NodeSpec(shown(page) if shown is not None and view is View.DETAIL else page, view, children)
 
     return tuple(build(page_id) for page_id in (tree.roots if roots is None else roots))

@@ -51,11 +51,12 @@ import re
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any
 
 from gateway.core.in_part import container_in_part, exchange_in_part
 from gateway.core.pages import Page
-from gateway.core.render import NodeSpec, render_node
+from gateway.core.render import NodeSpec, render_node, shown_page
 from gateway.core.tools import ToolArgError, ZoomArgs, completed_json, parse_zoom_arguments
 from gateway.core.trace import Step, append_steps, steps_for_call
 from gateway.core.views import PageTree, View, ViewState, ZoomResult, consult, shelve, view_of
@@ -133,6 +134,7 @@ class _Setup:
     trace_limit: int
     room: Room
     query: str
+    sides: Mapping[str, str]  # the names a two-person chat's sides are shown by (role to name; empty: none)
 
 
 @dataclass
@@ -341,7 +343,7 @@ def _excerpted(
     (:func:`gateway.core.in_part.exchange_in_part`), kept in ``progress``, with the line that says a second Consult
     opens it whole, which a second Consult of the page in the same request does; or whole when no excerpt is smaller."""
     assert gate.pages is not None
-    found = exchange_in_part(gate.pages[page_id], bound, setup.room.count, f"{setup.query}\n{reason}")
+    found = exchange_in_part(gate.pages[page_id], bound, setup.room.count, f"{setup.query}\n{reason}", setup.sides)
     if found is None or found[1] >= cost:
         return cost, []
     progress.excerpted[page_id] = found[0]
@@ -356,7 +358,7 @@ def _cost(setup: _Setup, gate: _Gate, state: ViewState, page_id: str) -> int:
     unloaded = gate.unloaded(setup.tree, state, [page_id])
     if unloaded:
         raise _Unloaded(unloaded)
-    return setup.room.count(render_node(_node(setup.tree, state, gate.pages, page_id))) if page_id in gate.pages else 0
+    return setup.room.count(render_node(_node(setup.tree, state, gate.pages, page_id, setup.sides))) if page_id in gate.pages else 0
 
 
 def _needed(tree: PageTree, state: ViewState, ids: Sequence[str]) -> tuple[str, ...]:
@@ -374,17 +376,19 @@ def _needed(tree: PageTree, state: ViewState, ids: Sequence[str]) -> tuple[str, 
 
 
 def _node(
-    tree: PageTree, state: ViewState, pages: Mapping[str, Page], page_id: str, progress: _Progress | None = None
+    tree: PageTree, state: ViewState, pages: Mapping[str, Page], page_id: str, sides: Mapping[str, str],
+    progress: _Progress | None = None,
 ) -> NodeSpec:
-    """``page_id``'s node in ``state``; with ``progress``, a container it opened in part shows only the children it
-    chose, and a page it opened in part, in Detail, the text it chose."""
+    """``page_id``'s node in ``state``, an exchange in Detail as its excerpts show it (``sides``, see
+    :func:`gateway.core.render.shown_page`); with ``progress``, a container it opened in part shows only the children
+    it chose, and a page it opened in part, in Detail, the text it chose."""
     view = view_of(state, page_id)
     if view is View.UNPACKED:  # a child deleted from the store since the context was built is left out
         kids = progress.partial.get(page_id, tree.kids(page_id)) if progress else tree.kids(page_id)
-        return NodeSpec(pages[page_id], view, tuple(_node(tree, state, pages, kid, progress) for kid in kids if kid in pages))
+        return NodeSpec(pages[page_id], view, tuple(_node(tree, state, pages, kid, sides, progress) for kid in kids if kid in pages))
     if progress and view is View.DETAIL and page_id in progress.excerpted:
         return NodeSpec(replace(pages[page_id], content=progress.excerpted[page_id]), view)
-    return NodeSpec(pages[page_id], view)
+    return NodeSpec(shown_page(pages[page_id], sides) if view is View.DETAIL else pages[page_id], view)
 
 
 def zoom_rounds(
@@ -399,10 +403,12 @@ def zoom_rounds(
     room: Room,
     trace_limit: int = 20,
     query: str = "",
+    sides: Mapping[str, str] = MappingProxyType({}),
 ) -> Generator[ModelCall | NeedPages, Any, RoundsOutcome]:
     """Drive the rounds of one request (see the module docstring). ``max_rounds`` >= 0; ``query``, the live turn's
-    text, chooses what a page opened in part shows."""
-    setup = _Setup(tree, names, now, trace_limit, room, query)
+    text, chooses what a page opened in part shows; ``sides``, the names a two-person chat's sides are shown by (its
+    excerpts'), how an exchange a Consult opens names them."""
+    setup = _Setup(tree, names, now, trace_limit, room, query, sides)
     progress = _Progress(state, steps)
     conversation = list(messages)
     round_number = 0
@@ -493,7 +499,7 @@ def _answer_zoom_calls(
         nodes = []
         for page_id in ids:
             if page_id not in rendered and page_id in pages:
-                rendered[page_id] = render_node(_node(setup.tree, trial.state, pages, page_id, trial)).rstrip("\n")
+                rendered[page_id] = render_node(_node(setup.tree, trial.state, pages, page_id, setup.sides, trial)).rstrip("\n")
                 nodes.append(rendered[page_id])
         content = text if not nodes else text + "\n" + "\n".join(nodes)
         results.append({"role": "tool", "tool_call_id": call.get("id", ""), "content": content})

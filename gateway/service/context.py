@@ -45,7 +45,7 @@ from gateway.core.tokens import REPLY_PRIMING, KeptCounts, PerTokenizer
 from gateway.core.worth import BACKGROUND_OVERHEAD
 from gateway.service.candidate_pool import fits_whole
 from gateway.service.ingest import History, Ingestion, matched_query, speakers_of
-from gateway.service.page_excerpts import PageExcerpts
+from gateway.service.page_excerpts import Names, PageExcerpts
 from gateway.service.page_tree import kept, open_folded_kept, visible_tree
 from gateway.service.rendering import Rendering, shown_query
 from gateway.service.router import Router
@@ -87,6 +87,7 @@ class PagedContext:
     selected_by: str = "heuristic"  # who chose the views (gateway.service.router.Selection.decided_by)
     was_paged: bool = False  # whether a request of the thread went upstream paged before (gateway.core.form)
     exchanges: int = 0  # the conversation's exchanges in this request's history
+    sides: Names = ()  # the names a two-person chat's sides are shown by: how an exchange a Consult opens names them
 
 
 def zoom_names(client_tools: Sequence[Any]) -> ZoomNames:
@@ -244,7 +245,7 @@ class ContextBuilder:
         live_tokens = tokens.total(live)
         rendering = Rendering(
             now=now, query=query, steps=steps, names=names, system=system, live=live, live_tokens=live_tokens,
-            flow=flow, pages=pages, state=state, counter=counter,
+            flow=flow, pages=pages, state=state, counter=counter, sides=dict(sides),
         )  # fmt: skip
         fixed = rendering.counted(rendering.compose(None))
         window = self._window_for(model)
@@ -313,6 +314,7 @@ class ContextBuilder:
             selected_by=fitted.selected_by,
             was_paged=snapshot.paged,
             exchanges=len(ids),
+            sides=sides,
         )
 
     async def _same_sitting(self, history: History) -> bool:

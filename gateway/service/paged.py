@@ -106,6 +106,7 @@ class PagedChat:
             room=context.room,
             trace_limit=self._settings.trace_limit,
             query=context.query,
+            sides=dict(context.sides),
         )
 
     def _params(self, request: ChatRequest, context: PagedContext, call: ModelCall, stream: bool) -> dict[str, Any]:

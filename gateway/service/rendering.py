@@ -27,6 +27,7 @@ from gateway.core import (
     message_text,
     nodes_from_state,
     render_context,
+    shown_page,
 )
 from gateway.core.rounds import ZoomNames
 from gateway.core.tokens import REPLY_PRIMING
@@ -72,6 +73,7 @@ class Rendering:
         pages: MutableMapping[str, Page],
         state: ViewState,
         counter: TokenCounter,
+        sides: Mapping[str, str] | None = None,
     ) -> None:
         self._now, self._query, self.steps, self._names = now, shown_query(query), steps, names
         self._system, self._live, self._live_tokens = system, list(live), live_tokens
@@ -83,13 +85,21 @@ class Rendering:
         # each top-level page's position in the flow, where the builder has it (the pool's table): the nodes shown are
         # then put in order by it, not by a walk over every page
         self.position: Mapping[str, int] | None = None
+        self._sides = dict(sides or {})
+        self._shown: dict[str, tuple[Page, Page]] = {}  # a page in Detail, and it as its node shows it (once each)
+
+    def _shown_page(self, page: Page) -> Page:
+        found = self._shown.get(page.id)
+        if found is None or found[0] is not page:
+            found = self._shown[page.id] = (page, shown_page(page, self._sides))
+        return found[1]
 
     def compose(self, result: FitResult | None) -> list[Mapping[str, Any]]:
         """The messages for ``result`` (``None``: the context without a page)."""
         views = dict(result.views) if result else {}
         chosen = {i: self.excerpts[i][1][k].text for i, k in result.excerpts.items()} if result else {}
         background = background_lines((self.pages[i] for i in (result.background_ids if result else ())), chosen, result.mapped if result else ())
-        nodes = nodes_from_state(self._flow, self.wanted, self.pages, roots=self._in_order(views), overrides=views)
+        nodes = nodes_from_state(self._flow, self.wanted, self.pages, roots=self._in_order(views), overrides=views, shown=self._shown_page)
         xml = render_context(RenderInput(
             now=self._now, query=self._query, steps=self.steps, background=background, nodes=nodes,
             consult_name=self._names.consult, shelve_name=self._names.shelve,

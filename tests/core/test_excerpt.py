@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gateway.core.asked import named_side, participants, query_source
-from gateway.core.excerpt import ELLIPSIS, OTHERS_SHARE, UNIT_TOKENS, excerpt_options, leading_options, line_coverage, render_excerpt, sentences, units_of
+from gateway.core.excerpt import ELLIPSIS, OTHERS_SHARE, UNIT_TOKENS, excerpt_options, leading_options, line_coverage, names_sides, render_excerpt, sentences, shown_content, units_of
 from gateway.core.lexical import idf_weights, terms
 from gateway.core.tokens import TokenCounter
 
@@ -359,3 +361,36 @@ def test_the_nested_excerpts_of_a_long_reply_count_what_they_show_and_each_row_o
     assert len(exact) >= 5
     assert [o.tokens for o in exact] == [counter.count(o.text) for o in exact]
     assert sum(len(text) for text in counted) < sum(len(o.text) for o in exact) / 2  # each option is not counted anew
+
+
+_ROWS = st.lists(
+    st.tuples(
+        st.sampled_from(["user: ", "assistant: ", ""]),  # "": a row that goes on the message before
+        st.sampled_from(["", "Emi: ", "Kate: ", "Note: ", "Week 6: "]),
+        st.text(alphabet="abc .!?\u00e9", min_size=0, max_size=40),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=_ROWS, named=st.booleans())
+def test_a_page_shown_whole_reads_as_its_excerpts_do(rows: list[tuple[str, str, str]], named: bool) -> None:
+    # a Detail node (and a Consult's result) of a chat whose sides are named, by the names they call each other or
+    # by labels of their own, shows the content as every unit of the page shown in order would; any other as stored
+    content = "\n".join(role + label + text for role, label, text in [("user: ", *rows[0][1:]), *rows[1:]])
+    names = {"user": "Jon", "assistant": "Gina"} if named else {}
+    units = units_of(content, COUNT, names)
+    if named or names_sides(content):
+        assert shown_content(content, names) == render_excerpt(units, range(len(units)))
+    else:
+        assert shown_content(content, names) == content
+
+
+def test_a_page_shown_whole_by_its_sides_names_or_its_own_labels() -> None:
+    chat = "user: Hey Gina! I went to Rome.\nIt was great.\nassistant: Thanks, Jon!"
+    assert shown_content(chat, {"user": "Jon", "assistant": "Gina"}) == "Jon: Hey Gina! I went to Rome.\nIt was great.\nGina: Thanks, Jon!"
+    assert shown_content(chat) == chat  # nobody named: as stored
+    labelled = "user: Emi: hi\nuser: Emi: there\nassistant: Kate: yo"
+    assert shown_content(labelled) == "Emi: hi\nthere\nKate: yo"

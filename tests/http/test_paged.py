@@ -811,3 +811,24 @@ def test_a_chat_between_two_people_shows_each_line_by_the_name_the_other_calls_i
     _client(paged, _thread()).chat.completions.create(model="fake-model", messages=_ask(_two_people(False), "What did Gina do in week 22?"))  # type: ignore[arg-type]
     background = _xml(upstream.chat_requests[-1]).findtext("Background_Context") or ""
     assert "User: Week" in background and "Jon" not in background
+
+
+def test_an_exchange_a_consult_opens_names_the_sides_as_the_lines_do(paged: GatewayProcess, upstream: FakeUpstream) -> None:
+    # the lines of a chat between two people say "Jon: …" / "Gina: …"; the exchange a Consult opens in Detail must
+    # say the same, not "user: …" / "assistant: …", or the model reads two chats with four speakers
+    thread, messages = _thread(), _ask(_two_people(True), "What did Gina do in week 22?")
+    _client(paged, thread).chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+    background = _xml(upstream.chat_requests[-1]).findtext("Background_Context") or ""
+    found = re.search(r"\[([0-9a-f]+)\] Jon: Hey Gina! Week (\d+)", background)
+    assert found is not None, background
+    consult = ToolCall("pcp_consult", json.dumps({"ids": [found.group(1)], "reason": "that week"}))
+    for stream in (False, True):
+        upstream.script(Reply(content=None, tool_calls=[consult]), Reply(content="done"))
+        reply = _client(paged, thread).chat.completions.create(model="fake-model", messages=messages, stream=stream)  # type: ignore[call-overload]
+        text = "".join(c.choices[0].delta.content or "" for c in reply if c.choices) if stream else reply.choices[0].message.content
+        assert text == "done"
+        result = upstream.chat_requests[-1].body["messages"][-1]  # type: ignore[index]
+        week = found.group(2)
+        assert result["role"] == "tool" and f"<Content>Jon: Hey Gina! Week {week}:" in result["content"], result
+        assert f"Gina: Thanks, Jon! Lovely, week {week} " in result["content"]
+        assert "user: " not in result["content"] and "assistant: " not in result["content"]
