@@ -248,9 +248,9 @@ class GatewayWay:
         """Where the question's evidence stands in the context the gateway builds for it at ``budget`` (its first
         round, from the inspection route, without calling the model): ``shown`` (every evidence text is in it),
         ``answer shown`` (what is not shown is in pages the context lists, and the part of them it shows gives the
-        gold answer: a number, a list or words, not a date or a yes), ``by id`` (the rest of that kind: one Consult
-        away, a page listed by its id or under a listed container) or ``absent``; ``""`` when the question has no
-        evidence texts or the route fails."""
+        gold answer: a number, a list or words, not a date or a yes), ``by id`` (in such pages, the answer not in
+        view: one Consult away, a page listed by its id or under a listed container) or ``absent``; ``""`` when the
+        question has no evidence texts or the route fails."""
         headers = self.headers(item, item.conv.question_time)
         base = f"{self.gw.root_url}/pcp/threads/answers-{item.thread}"
         r = client.get(base + "/context", params={"q": asked(item), "budget": budget, "model": MODEL}, headers=headers, timeout=120)
@@ -529,19 +529,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     kept = {s.strip().replace("-", " ") for s in args.standing.split(",") if s.strip()}
     if kept - {"shown", "answer shown", "by id", "absent"}:
         parser.error("--standing: choose from shown, answer-shown, by-id, absent")
-    if kept or not ways:
-        items = by_standing(items, budgets[0], kept)
-        if not ways:
-            return 0
     columns = [w for w in ways if w == "full"] + [f"{w}-{b}" for w in ways if w != "full" for b in budgets]
-    if args.report:
+    if args.report:  # (with --standing, the gateway answers that stood so when they were asked)
         saved = [replace(r, way=r.way.rpartition("@")[0]) for r in earlier(args.report, "saved", items)]
+        saved = [r for r in saved if not kept or r.standing in kept]
         asked_items = [it for it in items if any(r.item.key == it.key for r in saved)]
         body = report(saved, [c for c in dict.fromkeys(r.way for r in saved)], asked_items)
         print(body)
         if args.write_docs:
             write_docs(args.docs, f"Command: `{_command(argv)}` (the report of a saved run)\n\n{body}")
         return 0
+    if kept or not ways:
+        items = by_standing(items, budgets[0], kept)
+        if not ways:
+            return 0
     log(f"{len(items)} questions ({', '.join(f'{s}: {sum(it.shape == s for it in items)}' for s in shapes)}), ways {columns}")
     started = time.perf_counter()
     replay_seconds = 0.0
