@@ -46,8 +46,6 @@ again in the same request, it opens whole.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -57,24 +55,14 @@ from typing import Any
 from gateway.core.in_part import container_in_part, exchange_in_part
 from gateway.core.pages import Page
 from gateway.core.render import NodeSpec, render_node, shown_page
-from gateway.core.tools import ToolArgError, ZoomArgs, completed_json, parse_zoom_arguments
+from gateway.core.tools import ToolArgError, ZoomArgs, parse_zoom_arguments
 from gateway.core.trace import Step, append_steps, steps_for_call
 from gateway.core.views import PageTree, View, ViewState, ZoomResult, consult, shelve, view_of
+from gateway.core.zoom_calls import ZoomNames, replayable, split_calls, text_call, with_text_call, without_zoom
 
 __all__ = [
     "ModelCall", "NeedPages", "Room", "RoundsOutcome", "ZoomNames", "ZoomRoundFailed", "split_calls", "text_call", "zoom_rounds",
 ]
-
-
-@dataclass(frozen=True)
-class ZoomNames:
-    """The names under which Consult and Shelve are offered to the model."""
-
-    consult: str = "Consult"
-    shelve: str = "Shelve"
-
-    def __contains__(self, name: object) -> bool:
-        return name in (self.consult, self.shelve)
 
 
 @dataclass(frozen=True)
@@ -181,59 +169,6 @@ _KEEP_OPEN = "not folded: you opened it for this Query, its text is above; answe
 # only the ids: a line saying the budget is spent (with or without "Consult one alone if …") made Qwen2.5-Coder-1.5B
 # Shelve the page it had just opened, in 4 of 4 recorded rounds, rather than answer from it
 _NO_ROOM = "{}: not opened."
-_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
-
-
-def text_call(content: object, names: ZoomNames) -> dict[str, Any] | None:
-    """The zoom call a message's whole text spells as JSON (``{"name": ..., "arguments": ...}``, also in a
-    ```json fence), as a tool call; None for any other text."""
-    if not isinstance(content, str):
-        return None
-    text = content.strip()
-    fenced = _FENCE.match(text)
-    text = fenced.group(1) if fenced else text
-    if not text.startswith("{"):
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(value, dict) or value.get("name") not in names:
-        return None
-    arguments = value.get("arguments", value.get("parameters", {}))
-    encoded = arguments if isinstance(arguments, str) else json.dumps(arguments)
-    return {"id": "text_call", "type": "function", "function": {"name": value["name"], "arguments": encoded}}
-
-
-def _with_text_call(message: Mapping[str, Any], names: ZoomNames) -> Mapping[str, Any]:
-    """The message with a zoom call written as its text moved to its tool calls."""
-    found = text_call(message.get("content"), names)
-    if found is None:
-        return message
-    if message.get("tool_calls"):  # the text is the call itself, echoed (llama-server's streams do): keep one
-        return {**message, "content": None}
-    return {**message, "content": None, "tool_calls": [*(message.get("tool_calls") or []), found]}
-
-
-def split_calls(message: Mapping[str, Any], names: ZoomNames) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The message's tool calls, split into (zoom calls, client calls), each in order."""
-    calls = message.get("tool_calls") or []
-    ours = [dict(c) for c in calls if isinstance(c, Mapping) and _call_name(c) in names]
-    theirs = [dict(c) for c in calls if isinstance(c, Mapping) and _call_name(c) not in names]
-    return ours, theirs
-
-
-def _call_name(call: Mapping[str, Any]) -> str | None:
-    function = call.get("function")
-    name = function.get("name") if isinstance(function, Mapping) else None
-    return name if isinstance(name, str) else None
-
-
-def _without_zoom(message: Mapping[str, Any], theirs: list[dict[str, Any]]) -> dict[str, Any]:
-    reply = {k: v for k, v in message.items() if k != "tool_calls"}
-    if theirs:
-        reply["tool_calls"] = theirs
-    return reply
 
 
 def _apply(call: Mapping[str, Any], setup: _Setup, progress: _Progress, gate: _Gate) -> tuple[str, tuple[str, ...]]:
@@ -424,7 +359,7 @@ def zoom_rounds(
             offer = False
             max_rounds = 0  # the tools made the upstream fail: no later round offers them
             answer = yield ModelCall(tuple(conversation), offer, round_number)
-        message: Mapping[str, Any] = _with_text_call(answer, names)
+        message: Mapping[str, Any] = with_text_call(answer, names)
         ours, theirs = split_calls(message, names)
         if ours and offer and theirs:
             for call in ours:  # resolved here; the client gets its own calls and comes back with their results
@@ -432,13 +367,13 @@ def zoom_rounds(
         if ours and not offer and not theirs and not message.get("content") and (zoomed := conversation[len(messages):]):
             # see the module docstring
             round_number += 1
-            message = _with_text_call((yield ModelCall(_read(messages, zoomed), False, round_number)), names)
+            message = with_text_call((yield ModelCall(_read(messages, zoomed), False, round_number)), names)
             ours, theirs = split_calls(message, names)
         if not ours or not offer or theirs:
-            return RoundsOutcome(_without_zoom(message, theirs), round_number, progress.state, progress.steps, tuple(progress.touched),
+            return RoundsOutcome(without_zoom(message, theirs), round_number, progress.state, progress.steps, tuple(progress.touched),
                                  progress.consults)
         results, progress = yield from _answer_zoom_calls(ours, setup, progress)
-        conversation.append({"role": "assistant", "content": message.get("content"), "tool_calls": [_replayable(c) for c in ours]})
+        conversation.append({"role": "assistant", "content": message.get("content"), "tool_calls": [replayable(c) for c in ours]})
         conversation.extend(results)
 
 
@@ -448,25 +383,6 @@ def _read(messages: Sequence[Mapping[str, Any]], rounds: Sequence[Mapping[str, A
     read = "\n\n".join(str(m.get("content") or "") for m in rounds if m.get("role") == "tool")
     head = messages[0]
     return ({**head, "content": f"{head.get('content') or ''}\n\n{read}"}, *messages[1:])
-
-
-def _replayable(call: Mapping[str, Any]) -> dict[str, Any]:
-    """``call`` as it can be sent back in the conversation. A server that renders the conversation for its model
-    parses every earlier tool call's arguments (llama-server answers HTTP 500 to the whole request when one is not
-    JSON), so arguments cut short are sent as far as they were read (:func:`completed_json`), and any others that
-    are not a JSON object as ``{}``; the call's result told the model what was wrong with them."""
-    function = call.get("function")
-    if not isinstance(function, Mapping):
-        return dict(call)
-    arguments = function.get("arguments")
-    if isinstance(arguments, str):
-        try:
-            if isinstance(json.loads(arguments), dict):
-                return dict(call)
-        except ValueError:
-            pass
-    completed = completed_json(arguments) if isinstance(arguments, str) else None
-    return {**call, "function": {**function, "arguments": completed or "{}"}}
 
 
 def _answer_zoom_calls(

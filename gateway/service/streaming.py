@@ -7,7 +7,7 @@ client sees 0, 1, ... even when zoom calls sat between them; zoom calls never re
 client. Finish reasons and usage are held back: the driver sends them once, at the end.
 
 Text that opens with "{" or a code fence is held back to the end of the round, because it may be a zoom call
-written as text (gateway.core.rounds.text_call): the driver sends it then, as one chunk, when the round's
+written as text (gateway.core.zoom_calls.text_call): the driver sends it then, as one chunk, when the round's
 outcome keeps it as the answer.
 """
 
