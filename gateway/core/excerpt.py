@@ -17,13 +17,13 @@ the next line of its burst, in words of its own. The options are nested: the uni
 query weight first, then those that only mention query terms without holding them (another role's, for a question
 about one role, :func:`gateway.core.asked.query_source`) — every proper subset of the page's matching units in that
 order — and last the page whole (every unit, nothing left out: a Detail node's text without the node's tags, so a
-page worth showing whole costs only its own tokens), each with its rendered text, its token cost and its
-*coverage*, the share of the page it holds. A page that holds a share s of the query's weight (its *strength*) owes that share of its value to
-the query terms its units hold, and a set of units holds the part of it whose terms they hold; the rest is spread by
-tokens (a fact the query does not name is as likely in any token — of the user's messages alone, for a question
-about the user). So a page that only shares a common word with the query is cut by size, and one whose single
-message holds every query word is worth little more than that message. The budget
-weighs these options against a line and a Detail node (:mod:`gateway.core.budget`). Same inputs, same output.
+page worth showing whole costs only its own tokens), each with its rendered text, its token cost and its *coverage*,
+the share of the page it holds. A page that holds a share s of the query's weight (its *strength*) owes that share
+of its value to the query terms its units hold, and a set of units holds the part of it whose terms they hold; the
+rest is spread by tokens (a fact the query does not name is as likely in any token — of the user's messages alone,
+for a question about the user). So a page that only shares a common word with the query is cut by size, and one
+whose single message holds every query word is worth little more than that message. The budget weighs these options
+against a line and a Detail node (:mod:`gateway.core.budget`). Same inputs, same output.
 """
 
 from __future__ import annotations
@@ -164,6 +164,11 @@ def _by_name(row: str, names: Mapping[str, str]) -> str:
     return f"{name}: {rest}" if name is not None and not line_heads(row) else row
 
 
+def _unroled(messages: Sequence[Sequence[str]]) -> list[list[str]]:
+    """A chat's ``messages`` (rows) whose names stand for its two sides, without the role prefix before each name."""
+    return [[without_role(rows[0]), *rows[1:]] for rows in messages]
+
+
 def labelled(content: str) -> bool:
     """Whether every message of a page's transcript ``content`` opens with a label of its own after its role prefix
     (``user: Emi: …``): its lines say who speaks already, by the names the chat itself uses. One message that opens
@@ -181,7 +186,7 @@ def units_of(content: str, count: Callable[[str], int], names: Mapping[str, str]
     messages = _messages(content)
     speakers = [_speaker(rows) for rows in messages]
     if named_sides([rows[0] for rows in messages]):
-        messages = [[without_role(rows[0]), *rows[1:]] for rows in messages]
+        messages = _unroled(messages)
     elif names:
         return tuple(_named_unit(unit, names, count) for unit in units_of(content, count))
     heads = [_head(rows[0], speaker) for rows, speaker in zip(messages, speakers)]
@@ -211,7 +216,7 @@ def shown_content(content: str, names: Mapping[str, str] = MappingProxyType({}))
     a Consult's result then speak of the same people as the lines and excerpts of the context they open."""
     messages = _messages(content)
     if named_sides([rows[0] for rows in messages]):
-        return "\n".join(written_once(row for rows in [[without_role(rows[0]), *rows[1:]] for rows in messages] for row in rows))
+        return "\n".join(written_once(row for rows in _unroled(messages) for row in rows))
     if not names:
         return content
     return "\n".join(_by_name(row, names) for row in written_once(content.split("\n")))

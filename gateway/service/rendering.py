@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping, Sequence
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any
 
 from gateway.core import (
@@ -73,7 +74,7 @@ class Rendering:
         pages: MutableMapping[str, Page],
         state: ViewState,
         counter: TokenCounter,
-        sides: Mapping[str, str] | None = None,
+        sides: Mapping[str, str] = MappingProxyType({}),
     ) -> None:
         self._now, self._query, self.steps, self._names = now, shown_query(query), steps, names
         self._system, self._live, self._live_tokens = system, list(live), live_tokens
@@ -85,7 +86,7 @@ class Rendering:
         # each top-level page's position in the flow, where the builder has it (the pool's table): the nodes shown are
         # then put in order by it, not by a walk over every page
         self.position: Mapping[str, int] | None = None
-        self._sides = dict(sides or {})
+        self._sides = sides
         self._shown: dict[str, tuple[Page, Page]] = {}  # a page in Detail, and it as its node shows it (once each)
 
     def _shown_page(self, page: Page) -> Page:
