@@ -82,9 +82,10 @@ def serve_bare_hop(upstream_url: str) -> int:
         first = await items.__anext__()
 
         async def body() -> AsyncIterator[bytes]:
-            yield b"data: " + json.dumps(first, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
-            async for item in items:
+            item: dict[str, Any] | None = first
+            while item is not None:
                 yield b"data: " + json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
+                item = await anext(items, None)
             yield b"data: [DONE]\n\n"
 
         return StreamingResponse(body(), media_type="text/event-stream")
