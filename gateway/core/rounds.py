@@ -60,9 +60,7 @@ from gateway.core.trace import Step, append_steps, steps_for_call
 from gateway.core.views import PageTree, View, ViewState, ZoomResult, consult, shelve, view_of
 from gateway.core.zoom_calls import ZoomNames, replayable, split_calls, text_call, with_text_call, without_zoom
 
-__all__ = [
-    "ModelCall", "NeedPages", "Room", "RoundsOutcome", "ZoomNames", "ZoomRoundFailed", "split_calls", "text_call", "zoom_rounds",
-]
+__all__ = ["ModelCall", "NeedPages", "Room", "RoundsOutcome", "ZoomRoundFailed", "zoom_rounds"]
 
 
 @dataclass(frozen=True)

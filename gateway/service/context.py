@@ -40,9 +40,10 @@ from gateway.core import (
     system_instructions,
 )
 from gateway.core.instructions import InstructionCosts, instruction_costs
-from gateway.core.rounds import Room, ZoomNames
+from gateway.core.rounds import Room
 from gateway.core.tokens import REPLY_PRIMING, KeptCounts, PerTokenizer
 from gateway.core.worth import BACKGROUND_OVERHEAD
+from gateway.core.zoom_calls import ZoomNames
 from gateway.service.candidate_pool import fits_whole
 from gateway.service.ingest import History, Ingestion, matched_query, speakers_of
 from gateway.service.page_excerpts import Names, PageExcerpts

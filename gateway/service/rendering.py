@@ -30,8 +30,8 @@ from gateway.core import (
     render_context,
     shown_page,
 )
-from gateway.core.rounds import ZoomNames
 from gateway.core.tokens import REPLY_PRIMING
+from gateway.core.zoom_calls import ZoomNames
 from gateway.service.page_excerpts import Offer
 
 __all__ = ["Rendering", "shown_query"]

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.core.rounds import ZoomNames
+from gateway.core.zoom_calls import ZoomNames
 
 __all__ = ["RoundStream", "add_usage"]
 

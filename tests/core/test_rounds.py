@@ -12,7 +12,8 @@ import pytest
 
 from gateway.core.pages import Page, PageType
 from gateway.core.render import NodeSpec, render_node
-from gateway.core.rounds import ModelCall, NeedPages, Room, RoundsOutcome, ZoomNames, ZoomRoundFailed, split_calls, text_call, zoom_rounds
+from gateway.core.rounds import ModelCall, NeedPages, Room, RoundsOutcome, ZoomRoundFailed, zoom_rounds
+from gateway.core.zoom_calls import ZoomNames, split_calls, text_call
 from gateway.core.trace import Step
 from gateway.core.views import PageTree, View
 
