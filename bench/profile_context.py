@@ -90,7 +90,7 @@ class Size:
         size.bodies = Bodies()  # as the gateway's edge keeps them (gateway.http.bodies)
         size.whole, size.cpu, size.decode = [], [], []
         size.by_budget = {}  # without the decoding: a p50 over two budgets' requests falls between two modes
-        size.profiler = cProfile.Profile() if args.profile else None
+        size.profiler = None  # (set after the warm-up: the measured requests only)
         stored = await client.exists(f"{prefix}:{{anon:{THREAD}}}:version")
         if not stored:
             t0 = time.perf_counter()
@@ -107,6 +107,7 @@ class Size:
         for i in range(1, 1 + args.warmup):  # warm-up: the process's caches, as a running gateway has them
             await size.ask(100 + args.requests + i)  # (questions of both kinds: one about the user reads other vectors)
         size.whole.clear()
+        size.profiler = cProfile.Profile() if args.profile else None
         return size
 
     turns: int
@@ -141,7 +142,11 @@ class Size:
         meta = RequestMeta(tenant="anon", thread=THREAD, budget=str(self.budgets[i % len(self.budgets)]))
         request = parse_chat_request(body, self.config.model_names, meta, self.bodies)
         decoded = time.process_time()
+        if self.profiler is not None:  # the request's own work: not the bench's encoding of the body, nor its decoding
+            self.profiler.enable()
         completion = await self.chat.complete(request)
+        if self.profiler is not None:
+            self.profiler.disable()
         cpu1 = time.process_time()
         return (cpu1 - cpu0) * 1000, (decoded - cpu0) * 1000, completion
 
@@ -153,11 +158,7 @@ class Size:
             before, after = await client.get(version_key), new_version()
             await client.set(version_key, after)
             await client.rpush(changes_key, f"{before.decode() if isinstance(before, bytes) else before} {after} ")
-        if self.profiler is not None:
-            self.profiler.enable()
         total, decoded, self.completion = await self.ask(100 + i, args.growing)
-        if self.profiler is not None:
-            self.profiler.disable()
         self.cpu.append(total)
         self.decode.append(decoded)
         self.by_budget.setdefault(self.budgets[(100 + i) % len(self.budgets)], []).append(total - decoded)
@@ -171,6 +172,8 @@ class Size:
         if self.profiler is not None:
             out = io.StringIO()
             stats = pstats.Stats(self.profiler, stream=out)
+            if self.args.profile_save:
+                stats.dump_stats(f"{self.args.profile_save}-{self.turns}.pstats")
             stats.sort_stats("cumulative").print_stats(self.args.top)
             stats.sort_stats("tottime").print_stats(self.args.top)
             report["profile"] = out.getvalue()
@@ -211,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shape", choices=("chat", "longmemeval"), default="chat",
                         help="chat: bench.request_cpu's synthetic short exchanges; longmemeval: bench.long_thread's thread")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--profile-save", metavar="PREFIX", help="with --profile: write each length's stats to PREFIX-<turns>.pstats (for pstats or snakeviz)")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--flush", action="store_true", help="store the thread again")
     parser.add_argument("--after-commit", action="store_true",
