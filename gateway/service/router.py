@@ -215,8 +215,7 @@ class Router:
             found, missing = self.vectors.get_many(scope, wanted)
             if missing:
                 fetched = await self._store.vectors(thread, missing, user, self._embedder.model)  # its model's only
-                self.vectors.put_many(scope, fetched)
-                found.update(fetched)
+                found.update(self.vectors.put_many(scope, fetched))
             vectors = [found.get(i) for i in wanted]
             aligned = grown.extended(key, vectors) if grown is not None else Aligned.of(key, vectors)
             if len(found) == len(wanted):  # a page without a vector is asked for again next time
