@@ -22,8 +22,12 @@ NOW = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
 
 
 def _raises(outside: list[Outside], pops: list[tuple[float, int]], end: int, limit: int) -> bool:
+    return _raises_after(outside, pops, end, limit, 0)
+
+
+def _raises_after(outside: list[Outside], pops: list[tuple[float, int]], end: int, limit: int, regained: int) -> bool:
     try:
-        check_outside(outside, pops, end, limit)
+        check_outside(outside, pops, end, limit, regained)
     except PoolExceeded:
         return True
     return False
@@ -46,6 +50,30 @@ def test_the_outside_pages_no_other_dominates_decide_the_check(
     kept = _frontier(np.array([w for w, _ in outside]), cheapest, cost_runs(cheapest))
     assert set(kept) <= set(every)
     assert _raises(kept, popped, totals[-1], limit) == _raises(every, popped, totals[-1], limit)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    outside=st.lists(st.tuples(st.sampled_from([0.1, 0.2, 0.5, 1.0, 2.0]), st.integers(1, 60)), min_size=1, max_size=30),
+    pops=st.lists(st.tuples(st.sampled_from([0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 3.0]), st.integers(0, 40)), max_size=12),
+    limit=st.integers(0, 300),
+    regained=st.integers(0, 20),
+)
+def test_a_failed_check_names_each_page_left_out_that_could_have_been_shown(
+    outside: list[tuple[float, int]], pops: list[tuple[float, int]], limit: int, regained: int
+) -> None:
+    # what the next pool takes: exactly the pages that, each alone outside, fail the check
+    totals = np.cumsum([0, *(step for _, step in pops)]).tolist()
+    popped = [(value, totals[i]) for i, (value, _) in enumerate(pops)]
+    every = [Outside(w, c) for w, c in outside]
+    try:
+        check_outside(every, popped, totals[-1], limit, regained)
+    except PoolExceeded as exc:
+        named = exc.could_show(np.array([w for w, _ in outside]), np.array([c for _, c in outside], dtype=np.int64))
+    else:
+        return  # nothing to name
+    alone = [_raises_after([page], popped, totals[-1], limit, regained) for page in every]
+    assert named.tolist() == alone and any(alone)
 
 
 @settings(max_examples=300, deadline=None)

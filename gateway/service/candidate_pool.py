@@ -21,7 +21,7 @@ import numpy.typing as npt
 from gateway.adapters.manifests import Manifest, micros
 from gateway.adapters.snapshot import ThreadSnapshot
 from gateway.core import Candidate, Excerpt, LineHolds, PageTree, View, ViewState, view_of
-from gateway.core.outside import OUTSIDE_MARGIN, Outside, outside_at, outside_bound
+from gateway.core.outside import OUTSIDE_MARGIN, Outside, PoolExceeded, outside_at, outside_bound
 from gateway.core.pages import utc
 from gateway.core.worth import AGE_FLOOR, DEFAULT_HALF_LIFE, FLOOR, NODE_OVERHEAD, RELEVANCE_POWER
 from gateway.service.page_excerpts import Offer
@@ -30,8 +30,9 @@ from gateway.service.page_tree import kept
 __all__ = ["POOL_SPARES", "PoolTable", "candidate_of", "candidate_pool", "fits_whole", "kept_table", "refreshed", "showable"]
 
 # How many times the most pages the budget can show are taken as candidates, in priority order, before all are
-# (see candidate_pool): most requests need only the first, a few (excerpts worth more than their page's priority) more.
-POOL_SPARES = (1, 4)
+# (see candidate_pool): most requests need only the first; a few more, with the pages an earlier try's fill could
+# have shown (a fill that ends with a few tokens to spare and a small page ranked far down); then four times as many.
+POOL_SPARES = (1, 1, 1, 4)
 
 
 def refreshed(timestamp: datetime, seen: datetime | None) -> datetime:
@@ -230,6 +231,7 @@ def candidate_pool(
     must: set[str],
     spare: int = 1,
     scores: npt.NDArray[np.float64] | None = None,
+    exceeded: Sequence[PoolExceeded] = (),
 ) -> tuple[list[str], list[Outside]]:
     """Of ``table``'s top-level pages (see :func:`kept_table`), those that become the budget's candidates, and the
     rest as :class:`Outside` pages.
@@ -240,7 +242,10 @@ def candidate_pool(
     their priority); the budget checks that none of the rest could have been shown (else the caller fits them
     all). A request then builds candidates for what the budget can show, not for the whole thread. ``spare``
     multiplies the number taken in priority order (the fill goes by value per token, not priority). ``scores``: the
-    relevance of ``table``'s pages in its order, where the caller has it as an array."""
+    relevance of ``table``'s pages in its order, where the caller has it as an array. ``exceeded``: what the fits of
+    earlier pools raised; the pages left out that any of those fills could have shown are candidates too (a fill
+    that ends with a few tokens to spare can take a small page ranked far down: those pages, not four times as many
+    of the first)."""
     roots = table.roots
     if not roots or room <= 0:
         return list(roots), []
@@ -264,6 +269,9 @@ def candidate_pool(
         cheapest = min([cheapest, *(option.tokens + 1 for option in options)])
     size = spare * (room // cheapest + 1)
     chosen = {roots[i] for i in _first(size, rank, stamp, table.by_id).tolist()} | must
+    worth = rank**RELEVANCE_POWER * table.gain * OUTSIDE_MARGIN  # outside_at, page by page
+    for fill in exceeded:
+        chosen.update(roots[i] for i in np.flatnonzero(fill.could_show(worth, table.cheapest)).tolist())
     out = np.ones(len(roots), dtype=bool)
     out[[table.position[r] for r in chosen if r in table.position]] = False
     rest: list[Outside] = []
@@ -283,7 +291,7 @@ def candidate_pool(
         rest.append(outside_at(float(rank[i]), gain, least))
     if out.any():
         # outside_at, page by page
-        rest += _frontier(np.where(out, rank ** RELEVANCE_POWER * table.gain * OUTSIDE_MARGIN, -np.inf), table.cheapest, table.runs)
+        rest += _frontier(np.where(out, worth, -np.inf), table.cheapest, table.runs)
     # in conversation order, as the fit lists its views
     return [roots[i] for i in sorted(table.position[r] for r in chosen if r in table.position)], rest
 

@@ -199,14 +199,15 @@ class ViewChoice:
             lambda before, added: np.concatenate((before, relevance.positions(added))),
         ), table.position)  # fmt: skip
         must = {r for r in (*state, *requested) if view_of(requested, r) is View.UNPACKED or r in state} | set(excerpts) | set(maps)
+        exceeded: list[PoolExceeded] = []
         try:
             for spare in () if whole else POOL_SPARES:
-                pool, rest = candidate_pool(table, manifests, relevance, layout.seen, layout.now, room, excerpts, must, spare, scores)
+                pool, rest = candidate_pool(table, manifests, relevance, layout.seen, layout.now, room, excerpts, must, spare, scores, exceeded)
                 try:
                     fit = fitted([candidate(r) for r in pool], rest)
                     break
-                except PoolExceeded:  # a page of the rest might have been shown: take more
-                    continue
+                except PoolExceeded as exc:  # a page of the rest might have been shown: take those, or more
+                    exceeded.append(exc)
             else:
                 fit = fitted([candidate(r) for r in (best if whole else flow.roots)])
         except ContextWindowExceeded as exc:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -65,6 +66,36 @@ def test_a_pool_with_the_rest_outside_fits_as_all_of_them_or_says_it_cannot(
         part = _fill(pool, budget, fixed, [_outside(c) for c in order[kept:]])
     except PoolExceeded:
         return
+    assert (dict(part.views), part.background_ids, dict(part.excerpts), part.total_tokens, part.over_budget) == (
+        dict(whole.views), whole.background_ids, dict(whole.excerpts), whole.total_tokens, whole.over_budget)
+
+
+@settings(max_examples=200, deadline=None)
+@given(shapes=st.lists(page_shape, min_size=1, max_size=40), budget=st.integers(0, 500), fixed=st.integers(0, 60),
+       left=st.integers(1, 12))
+def test_a_pool_that_takes_the_pages_a_failed_check_names_fits_as_all_of_them_or_names_more(
+    shapes: list[tuple[float, float, int, int, int, bool, list[tuple[int, float]]]], budget: int, fixed: int, left: int
+) -> None:
+    # the retry of gateway.service.view_choice: the pool and the pages the fill could have shown, again and again
+    pages = [
+        Candidate(f"p{n}", relevance, NOW - timedelta(hours=hours), summary, detail, S, background,
+                  content_on_line=on_line and background >= detail,
+                  excerpts=tuple(Excerpt(tokens, coverage) for tokens, coverage in sorted(excerpts)))
+        for n, (relevance, hours, summary, detail, background, on_line, excerpts) in enumerate(shapes)
+    ]
+    whole = _fill(pages, budget, fixed)
+    order = sorted(pages, key=lambda c: (-priority(c, NOW), -c.timestamp.timestamp(), c.id))
+    pool = order[: max(len(pages) - left, 0)]
+    while True:
+        rest = [c for c in order if c not in pool]
+        try:
+            part = _fill([c for c in pages if c in pool], budget, fixed, [_outside(c) for c in rest])
+            break
+        except PoolExceeded as exc:
+            bounds = [_outside(c) for c in rest]
+            named = exc.could_show(np.array([b.worth for b in bounds]), np.array([b.cheapest for b in bounds], dtype=np.int64))
+            assert named.any()  # a failed check names a page, so the pool grows each time
+            pool += [c for c, n in zip(rest, named.tolist()) if n]
     assert (dict(part.views), part.background_ids, dict(part.excerpts), part.total_tokens, part.over_budget) == (
         dict(whole.views), whole.background_ids, dict(whole.excerpts), whole.total_tokens, whole.over_budget)
 
