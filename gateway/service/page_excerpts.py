@@ -54,7 +54,7 @@ def dump_units(units: Sequence[Unit]) -> str:
     ``null`` where it is its speaker), compressed (zlib, base64: the store's client reads text)."""
     rows = []
     for u in units:
-        found = sorted(u.terms)
+        found = list(u.terms)  # (sorted)
         rows.append([u.text, u.tokens, u.message, int(u.first), u.joiner, u.speaker, None if u.side == u.speaker else u.side,
                      found if any(" " in t for t in found) else " ".join(found)])
     return base64.b64encode(zlib.compress(orjson.dumps(rows), 1)).decode("ascii")
@@ -66,7 +66,7 @@ def load_units(raw: str) -> tuple[Unit, ...] | None:
         rows = orjson.loads(zlib.decompress(base64.b64decode(raw, validate=True)))
         return tuple(
             Unit(text, tokens, message, bool(first), joiner, speaker, speaker if side is None else side,
-                 frozenset(found.split(" ") if found else ()) if isinstance(found, str) else frozenset(found))
+                 tuple(found.split(" ") if found else ()) if isinstance(found, str) else tuple(found))
             for text, tokens, message, first, joiner, speaker, side, found in rows
         )
     except (orjson.JSONDecodeError, zlib.error, binascii.Error, TypeError, ValueError):
