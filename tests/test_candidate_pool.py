@@ -16,7 +16,7 @@ from gateway.core.excerpt import ExcerptOption
 from gateway.core.outside import Outside, PoolExceeded, check_outside, outside_at, outside_bound
 from gateway.core.pages import Page, PageType
 from gateway.core.worth import DEFAULT_HALF_LIFE, rank_by_age
-from gateway.service.candidate_pool import PoolTable, _first, _frontier, candidate_pool, cost_runs, refreshed
+from gateway.service.candidate_pool import PoolTable, _first, _frontier, candidate_pool, cost_runs, could_show, refreshed
 
 NOW = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
 
@@ -69,11 +69,12 @@ def test_a_failed_check_names_each_page_left_out_that_could_have_been_shown(
     try:
         check_outside(every, popped, totals[-1], limit, regained)
     except PoolExceeded as exc:
-        named = exc.could_show(np.array([w for w, _ in outside]), np.array([c for _, c in outside], dtype=np.int64))
+        failed = exc
     else:
         return  # nothing to name
+    named = could_show(failed, np.array([w for w, _ in outside]), np.array([c for _, c in outside], dtype=np.int64))
     alone = [_raises_after([page], popped, totals[-1], limit, regained) for page in every]
-    assert named.tolist() == alone and any(alone)
+    assert named.tolist() == alone == [failed.shows(page.worth, page.cheapest) for page in every] and any(alone)
 
 
 @settings(max_examples=300, deadline=None)

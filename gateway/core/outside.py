@@ -18,9 +18,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-import numpy.typing as npt
-
 from gateway.core.worth import NODE_OVERHEAD, RELEVANCE_POWER, Excerpt, share_of
 
 __all__ = ["OUTSIDE_MARGIN", "Outside", "PoolExceeded", "check_outside", "outside_at", "outside_bound"]
@@ -33,20 +30,20 @@ OUTSIDE_MARGIN = 1 + 1e-9
 class PoolExceeded(Exception):
     """A page left out of the pool (:class:`Outside`) might have been shown: fit again with it as a Candidate.
     The fill's pops come with it, so that the caller can tell which of all the pages it left out might have been
-    (:meth:`could_show`) and take just those."""
+    (:meth:`shows`; `gateway.service.candidate_pool` asks it of every page at once) and take just those:
+    ``floor``, the lowest value popped after each pop, negated (increasing); ``totals``, the total before each pop
+    and, last, the total at the end; ``room``, the limit with what the fill gave back on its way."""
 
-    def __init__(self, floor: Sequence[float], totals: Sequence[int], end: int, room: int) -> None:
+    def __init__(self, floor: Sequence[float], totals: Sequence[int], room: int) -> None:
         super().__init__("a page left out of the pool might have been shown")
-        self._floor = np.asarray(floor, dtype=np.float64)
-        self._totals = np.asarray([*totals, end], dtype=np.int64)  # the total before each pop; the end after the last
-        self._room = room  # the limit, with what the fill gave back on its way
+        self.floor, self.totals, self.room = tuple(floor), tuple(totals), room
 
-    def could_show(self, worth: npt.NDArray[np.float64], cheapest: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-        """Which pages, left out with these ``worth`` and ``cheapest`` entries (as in :class:`Outside`), fail
-        :func:`check_outside`'s test: the pages a next pool must take (no other page left out could be shown
-        before one of them is)."""
-        first = np.searchsorted(self._floor, -worth, side="right")  # each one's first pop of a value < its worth
-        return self._room - self._totals[first] >= cheapest
+    def shows(self, worth: float, cheapest: int) -> bool:
+        """Whether a page left out, ``worth`` and ``cheapest`` as in :class:`Outside`, fails
+        :func:`check_outside`'s test: the pages a next pool must take (no other page left out could be shown before
+        one of them is)."""
+        first = bisect.bisect_right(self.floor, -worth)  # its first pop of a value < its worth
+        return self.room - self.totals[first] >= cheapest
 
 
 @dataclass(frozen=True)
@@ -109,4 +106,4 @@ def check_outside(outside: Sequence[Outside], pops: Sequence[tuple[float, int]],
         first = bisect.bisect_right(floor, -page.worth)  # the first pop of a value < worth
         before = pops[first][1] if first < len(pops) else end
         if limit - before + regained >= page.cheapest:
-            raise PoolExceeded(floor, [total for _, total in pops], end, limit + regained)
+            raise PoolExceeded(floor, [*(total for _, total in pops), end], limit + regained)

@@ -27,7 +27,7 @@ from gateway.core.worth import AGE_FLOOR, DEFAULT_HALF_LIFE, FLOOR, NODE_OVERHEA
 from gateway.service.page_excerpts import Offer
 from gateway.service.page_tree import kept
 
-__all__ = ["POOL_SPARES", "PoolTable", "candidate_of", "candidate_pool", "fits_whole", "kept_table", "refreshed", "showable"]
+__all__ = ["POOL_SPARES", "PoolTable", "candidate_of", "candidate_pool", "could_show", "fits_whole", "kept_table", "refreshed", "showable"]
 
 # How many times the most pages the budget can show are taken as candidates, in priority order, before all are
 # (see candidate_pool): most requests need only the first; a few more, with the pages an earlier try's fill could
@@ -271,7 +271,7 @@ def candidate_pool(
     chosen = {roots[i] for i in _first(size, rank, stamp, table.by_id).tolist()} | must
     worth = rank**RELEVANCE_POWER * table.gain * OUTSIDE_MARGIN  # outside_at, page by page
     for fill in exceeded:
-        chosen.update(roots[i] for i in np.flatnonzero(fill.could_show(worth, table.cheapest)).tolist())
+        chosen.update(roots[i] for i in np.flatnonzero(could_show(fill, worth, table.cheapest)).tolist())
     out = np.ones(len(roots), dtype=bool)
     out[[table.position[r] for r in chosen if r in table.position]] = False
     rest: list[Outside] = []
@@ -294,6 +294,13 @@ def candidate_pool(
         rest += _frontier(np.where(out, worth, -np.inf), table.cheapest, table.runs)
     # in conversation order, as the fit lists its views
     return [roots[i] for i in sorted(table.position[r] for r in chosen if r in table.position)], rest
+
+
+def could_show(fill: PoolExceeded, worth: npt.NDArray[np.float64], cheapest: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    """`PoolExceeded.shows` of every page at once: which pages, left out with these ``worth`` and ``cheapest``
+    entries, the failed ``fill`` might have shown."""
+    first = np.searchsorted(np.asarray(fill.floor, dtype=np.float64), -worth, side="right")
+    return fill.room - np.asarray(fill.totals, dtype=np.int64)[first] >= cheapest
 
 
 def fits_whole(roots: Sequence[str], manifests: Mapping[str, Manifest], room: int) -> bool:
