@@ -155,7 +155,13 @@ class Ingestion:
         if scaffold is None:
             scaffold = scaffolding_blocks(blocks, self._pins, self._preamble)
         left_out = set(scaffold).union(saves_of(blocks) if saves is None else saves)
-        return [i for i in range(len(blocks)) if i not in left_out] if left_out else list(range(len(blocks)))
+        keep: list[int] = []
+        start = 0
+        for i in sorted(left_out):  # the runs between them, by range (a long thread's request: not a pass in Python)
+            keep.extend(range(start, i))
+            start = max(start, i + 1)
+        keep.extend(range(start, len(blocks)))
+        return keep
 
     async def _scaffolding(self, thread: ThreadKey, split: Split, snapshot: ThreadSnapshot, *, store: bool = True) -> frozenset[int]:
         """The client's scaffolding among the request's blocks, by their layout next to the thread's previous
