@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from functools import cached_property
+from sys import intern
 
 import numpy as np
 import numpy.typing as npt
@@ -208,7 +209,8 @@ def parse_manifest(page_id: str, raw: str, content: str = "") -> Manifest:
         source_ids=tuple(data["source_ids"]),
         topic_id=data["topic_id"],
     )
-    counts: Mapping[str, int] = data.get("terms", {})
+    # a term's string once per process, not once per page that says it: a long thread's manifests keep ~150 terms each
+    counts: Mapping[str, int] = {intern(term): count for term, count in data.get("terms", {}).items()}
     length = data.get("length", 0)
     if data.get("lexicon", 1) != LEXICON:  # stored before stemming: parsed once per process (ManifestCache)
         counts = restem(counts, data.get("lexicon", 1))
