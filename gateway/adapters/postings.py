@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from array import array
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
@@ -32,9 +33,11 @@ class Postings:
     in each."""
 
     def __init__(self) -> None:
-        # per term, the pages that contain it (by their place in the order they were added) and its count in each
-        self._pages: dict[str, list[int]] = {}
-        self._tallies: dict[str, list[int]] = {}
+        # per term, the pages that contain it (by their place in the order they were added) and its count in each, as
+        # C arrays of unsigned ints (a list holds a pointer and, past 256, an int object for each: 36 bytes, not 4; a
+        # long thread's postings are millions of them)
+        self._pages: dict[str, array[int]] = {}
+        self._tallies: dict[str, array[int]] = {}
         self._added: dict[str, int] = {}  # page id -> its place in the order pages were added
         # The last few documents (the same pages request after request, until one is added; two sets when requests
         # alternate, as budgets that keep different recent turns out of the pool do), each with what is derived from
@@ -55,7 +58,7 @@ class Postings:
                 pages[term].append(place)
                 tallies[term].append(count)
             else:
-                pages[term], tallies[term] = [place], [count]
+                pages[term], tallies[term] = array("I", (place,)), array("I", (count,))
 
     def documents(self, ids: Sequence[str], lengths: Sequence[int]) -> Documents | None:
         """``ids`` (distinct pages, every one added, in conversation order, with their lengths) as one request's
