@@ -149,7 +149,7 @@ def test_a_threads_postings_outlive_its_version_and_a_page_whose_counts_differ_i
     postings = first.postings
     second = cache.known("thread", "v2")
     assert second is not first and second.postings is postings and not second.manifests
-    second.read("00000001", manifest(1, {"dog": 2}, "a summary rewritten"), "0000000c")  # the same counts: kept
+    second.read("00000001", manifest(1, {"dog": 2}, "a later summary"), "0000000c")  # the same counts: kept
     second.read("00000003", manifest(3, {"dog": 1}), None)
     assert second.postings is postings and second.parents == {"00000001": "0000000c", "00000003": None}
     docs = second.postings.documents(["00000001", "00000003"], [2, 1])
@@ -158,3 +158,20 @@ def test_a_threads_postings_outlive_its_version_and_a_page_whose_counts_differ_i
     assert second.postings is not postings and "00000002" in second.postings
     again = second.postings.documents(["00000001", "00000002", "00000003"], [2, 4, 1])
     assert again is not None and again.frequency("cat") == 1 and again.frequency("dog") == 2
+
+
+def test_a_manifest_is_parsed_again_only_when_its_stored_json_changes() -> None:
+    from gateway.adapters.manifests import NewPage, manifest_json
+    from gateway.adapters.thread_cache import ManifestCache
+
+    page = Page("a1a1a1a1a1", PageType.ORIGINAL, datetime(2024, 5, 1, tzinfo=timezone.utc), "", "a first summary", (), 40)
+    raw = manifest_json(NewPage(page, 5, 9, {"camera": 2, "lens": 1}))
+    cache = ManifestCache()
+    first = cache.get("t", "a1a1a1a1a1", raw)
+    assert cache.get("t", "a1a1a1a1a1", "".join(list(raw))) is first  # the same JSON, read again (another string)
+    rewritten = manifest_json(NewPage(Page("a1a1a1a1a1", PageType.ORIGINAL, page.timestamp, "", "a later summary", (), 40), 5, 9, {"camera": 2, "lens": 1}))
+    again = cache.get("t", "a1a1a1a1a1", rewritten)
+    assert again is not first and again.page.summary == "a later summary"
+    assert cache.get("t", "b2b2b2b2b2", raw) is not first  # another page's key
+    # a term's string is one object in every manifest that counts it
+    assert next(iter(first.terms)) is next(iter(again.terms))
