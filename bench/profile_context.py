@@ -12,14 +12,15 @@ gateway per length would have them): the machine's drift falls on both sides of 
 is and which is printed budget by budget. ``--growing`` adds an exchange per request, as a chat does;
 ``--after-commit`` makes each measured request the first after a change of the thread's version, logged as a
 consolidation's commit logs it (one that wrote no page: a process reads again only the pages a change wrote).
-``--profile`` prints cProfile's top functions over the measured requests (cumulative, then own time).
+``--profile`` prints cProfile's top functions over the measured requests' own work (cumulative, then own time);
+``--profile-save PREFIX`` also writes each length's stats to ``PREFIX-<turns>.pstats``, to diff the lengths.
 ``--shape longmemeval`` stores, instead of the synthetic chat, `bench.long_thread`'s thread (LongMemEval_S histories
 joined, long replies) of about ``--turns`` exchanges, and asks the same LongMemEval questions at every length.
 
 Run from the repository root (``--flush`` stores the thread again):
 
     OMP_NUM_THREADS=1 .venv/bin/python -m bench.profile_context --turns 600,10000 [--requests 20] [--warmup 6] [--budget 2000,4000]
-        [--shape chat|longmemeval] [--growing] [--after-commit] [--profile]
+        [--shape chat|longmemeval] [--growing] [--after-commit] [--profile [--profile-save PREFIX]]
 """
 
 from __future__ import annotations
