@@ -7,8 +7,8 @@ of its parts' (`gateway.core.tokens.count_joined`), and the same parts of a page
 and across questions: counts are kept per tokenizer, by text.
 Both are bounded, least recently used out.
 
-A page a query cuts is cut once for good: its units are written to the store (`write`, the thread's `units` hash), and
-a process that has not cut it (a restarted gateway; one whose memory let it go, a long thread having more pages than
+A page a query reads is cut once for good: its units are written to the store (`write`, the thread's `units` hash),
+whether the query cut it or the process did as it stored the page (`prepare`), and a process that has not cut it (a restarted gateway; one whose memory let it go, a long thread having more pages than
 it keeps) reads them there (`read`) instead of counting and stemming its text again — on a long thread most of what a
 page costs the first time a query reads it.
 """
@@ -88,9 +88,9 @@ class PageExcerpts:
     """The excerpts of pages for queries, cutting each page into units once."""
 
     def __init__(self, capacity: int = UNIT_CACHE) -> None:
-        # per page, tokenizer and the names its sides are shown by: its units (content never changes), and its
-        # background line with the summary it was made from
-        self._pages: Lru[tuple[str, str, str, Names], tuple[tuple[Unit, ...], str, str]] = Lru(capacity)
+        # per page, tokenizer and the names its sides are shown by: its units (content never changes), its
+        # background line with the summary it was made from, and whether the store has the units (or will: `write`)
+        self._pages: Lru[tuple[str, str, str, Names], tuple[tuple[Unit, ...], str, str, bool]] = Lru(capacity)
         self._counts = PerTokenizer(lambda counter: KeptCounts(counter, EXCERPT_COUNTS))
         self._fresh: Lru[str, dict[str, str]] = Lru(FRESH_THREADS)  # per thread: units cut by a query, not yet written
 
@@ -101,19 +101,21 @@ class PageExcerpts:
         cached = self._pages.get(key)
         if cached is None or cached[1] != page.summary:  # the consolidator may rewrite a summary: its line with it
             units = units_of(page.content, counter.count, dict(names)) if cached is None else cached[0]
-            if cached is None and write:
-                fresh = self._fresh.get(thread.scope)
-                if fresh is None:
-                    self._fresh.put(thread.scope, fresh := {})
-                fresh[_field(page.id, counter.encoding_name, names)] = dump_units(units)
-            cached = (units, page.summary, background_line(page))
+            cached = (units, page.summary, background_line(page), cached is not None and cached[3])
+            self._pages.put(key, cached)
+        if write and not cached[3]:  # a query reads the page: its units go to the store, whoever cut them
+            fresh = self._fresh.get(thread.scope)
+            if fresh is None:
+                self._fresh.put(thread.scope, fresh := {})
+            fresh[_field(page.id, counter.encoding_name, names)] = dump_units(cached[0])
+            cached = (*cached[:3], True)
             self._pages.put(key, cached)
         return cached[0], cached[2]
 
     def prepare(self, thread: ThreadKey, pages: Iterable[Page], counter: TokenCounter, names: Names = ()) -> None:
         """Cut new pages into their units now, while they are stored: a later request that shortlists them
         (it matches them against its query) then finds them cut, and its work does not grow with the pages
-        it has not seen before. (Written to the store only once a query reads them: most pages never are.) Of a
+        it has not seen before. (Written to the store once a query reads them: most pages never are.) Of a
         history longer than the cache keeps (a year's thread in its first request), only the last pages: the cache
         would let the others go as it cut them."""
         for page in list(pages)[-self._pages.capacity :]:
@@ -128,7 +130,7 @@ class PageExcerpts:
         for page, raw in zip(missing, await store.cuts(thread, [_field(p.id, counter.encoding_name, names) for p in missing])):
             units = load_units(raw) if raw is not None else None
             if units is not None:
-                self._pages.put(_key(thread, page.id, counter, names), (units, page.summary, background_line(page)))
+                self._pages.put(_key(thread, page.id, counter, names), (units, page.summary, background_line(page), True))
 
     async def write(self, store: RedisStore, thread: ThreadKey) -> None:
         """Store the units queries on ``thread`` cut since the last write (see the module docstring)."""

@@ -3,6 +3,7 @@ cut the page (a restarted gateway, or one whose memory let the page go) reads th
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import uuid
@@ -79,19 +80,26 @@ async def test_a_process_that_has_not_cut_a_page_reads_its_units_where_a_query_c
         restarted.of(THREAD, page, WEIGHTS, TokenCounter("o200k_base"), None, NAMES)
 
 
-async def test_pages_cut_as_they_are_stored_are_not_written_and_a_damaged_record_is_cut_again(
-    client: aioredis.Redis, prefix: str
+async def test_pages_cut_as_they_are_stored_are_written_once_a_query_reads_them_and_a_damaged_record_is_cut_again(
+    client: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store, page, counter = RedisStore(client, prefix=prefix), _page(), TokenCounter()
+    other = dataclasses.replace(page, id="abcdef0123")
     stored = PageExcerpts()
-    stored.prepare(THREAD, [page], counter)  # a thread of thousands of pages: most never read by a query
-    stored.of(THREAD, page, WEIGHTS, counter, None)
+    stored.prepare(THREAD, [page, other], counter)  # a thread of thousands of pages: most never read by a query
     await stored.write(store, THREAD)
     assert await client.hkeys(store.keys(THREAD).units) == []
-    fresh = PageExcerpts()
-    expected = fresh.of(THREAD, page, WEIGHTS, counter, None)
-    await fresh.write(store, THREAD)
+    expected = stored.of(THREAD, page, WEIGHTS, counter, None)  # read by a query: a restarted gateway will not cut it
+    await stored.write(store, THREAD)
     (field,) = await client.hkeys(store.keys(THREAD).units)
+    assert field.startswith(f"{page.id}:")
+    stored.of(THREAD, page, WEIGHTS, counter, None)
+    assert stored._fresh.get(THREAD.scope) == {}  # written once
+    restarted = PageExcerpts()
+    with monkeypatch.context() as patched:
+        _no_cutting(patched)
+        await restarted.read(store, THREAD, [page], counter)
+        assert restarted.of(THREAD, page, WEIGHTS, counter, None) == expected
     await client.hset(store.keys(THREAD).units, field, '[["damaged"]]')
     again = PageExcerpts()
     await again.read(store, THREAD, [page], counter)
