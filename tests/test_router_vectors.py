@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.service.router_arrays import Aligned, Relevance
+from gateway.service.router_arrays import EXACT_PAGES, ROW_TYPE, Aligned, Relevance
 from gateway.service.router import _above_typical
 
 
@@ -24,9 +24,31 @@ def test_one_product_scores_each_page_on_its_best_row_and_a_page_without_a_vecto
     vectors = [unit(), None, unit(3), unit(), unit(2)]  # (the third and fifth: a page with the user's sentences too)
     expected = [0.0 if v is None else float(np.dot(v, query)) if v.ndim == 1 else float(np.dot(v, query).max()) for v in vectors]
     scores = Aligned.of(tuple("abcde"), vectors).cosines(query)
-    assert np.allclose(scores, expected, rtol=0, atol=1e-3)  # kept in half precision: a cosine moves by ~1e-4
+    assert np.allclose(scores, expected, rtol=0, atol=1e-3)  # the best pages scored as kept, in half precision: ~1e-4
     assert scores[1] == 0.0 and int(np.argmax(scores)) == int(np.argmax(expected))
     assert Aligned.of(("a", "b"), [None, None]).cosines(query).tolist() == [0.0, 0.0]
+
+
+def test_the_best_pages_of_the_int8_scan_score_as_kept_and_the_rest_within_its_error() -> None:
+    """A thread of more pages than are scored again: the best `EXACT_PAGES` by cosine get the cosines the vectors
+    as kept (float16) give, every other page one within int8's error, so a context is chosen among the same pages."""
+    rng = np.random.default_rng(3)
+    vectors: list[npt.NDArray[np.float32] | None] = []
+    for i in range(3 * EXACT_PAGES):
+        v = rng.standard_normal((1 + (i % 4 == 0) * (i % 7), 384)).astype(np.float32)
+        v /= np.linalg.norm(v, axis=-1, keepdims=True)
+        vectors.append(None if i % 50 == 7 else v[0] if len(v) == 1 else v)
+    query = (vectors[0] if vectors[0] is not None and vectors[0].ndim == 1 else rng.standard_normal(384)).astype(np.float32)
+    query = query + rng.standard_normal(384).astype(np.float32)
+    query /= np.linalg.norm(query)
+    kept = [None if v is None else v.astype(ROW_TYPE).astype(np.float64) for v in vectors]
+    expected = np.array([0.0 if v is None else float(np.max(v @ query.astype(ROW_TYPE).astype(np.float64))) for v in kept])
+    ids = tuple(f"p{i}" for i in range(len(vectors)))
+    scores = Aligned.of(ids, vectors).cosines(query)
+    best = np.argsort(-expected, kind="stable")[: EXACT_PAGES - 8]  # (the last few: int8 may swap them with the next)
+    assert np.allclose(scores[best], expected[best], rtol=0, atol=1e-6)
+    assert np.abs(scores - expected).max() < 5e-3 and np.abs(scores - expected).max() > 1e-6  # the rest: int8's
+    assert (scores[[i for i, v in enumerate(vectors) if v is None]] == 0).all()
 
 
 def test_a_page_at_the_threads_typical_cosine_adds_nothing_and_the_best_adds_all() -> None:

@@ -2,10 +2,11 @@
 stacked in page order so that one matrix product scores them all against a query, and BM25 over the thread's
 postings summed with numpy.
 
-Page vectors are kept in half precision (:data:`ROW_TYPE`): scoring a query reads every row of a thread, ~3.4 rows a
-page on a long thread's questions about the user, and that read is the cost (40,949 rows of 384 floats at 10,000
-exchanges: 63 MB, ~4.3 ms as float32 here). As float16 the rows are half the bytes, and simsimd's float16 dot
-kernel (SIMD, accumulated in float32) scores them in ~2.5 ms; a cosine moves by ~2e-4 at most."""
+Page vectors are kept in half precision (:data:`ROW_TYPE`), and a thread's are stacked again as int8 (`Aligned`):
+scoring a query reads every row of a thread, ~3.4 rows a page on a long thread's questions about the user, and that
+read is the cost (40,949 rows of 384 values at 10,000 exchanges: 63 MB as float32, ~4.3 ms here; 31 MB as float16,
+~2 ms with simsimd's SIMD kernels; 16 MB as int8, ~0.6 ms). The best pages of the int8 scan are scored again from
+their float16 vectors, so the pages a context is chosen among get the cosines float16 gave."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import math
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -23,7 +25,7 @@ from gateway.core.lru import Lru
 
 __all__ = ["ALIGNED_PER_THREAD", "ALIGNED_THREADS", "ROW_TYPE", "Aligned", "Relevance", "VectorCache", "bm25_array", "first_by_value"]
 
-ROW_TYPE = np.float16  # how page vectors are kept in memory and scored (see the module docstring)
+ROW_TYPE = np.float16  # how page vectors are kept in memory, and the best pages of a scan scored (see the module docstring)
 
 ALIGNED_THREADS = 32  # threads whose last requests' page vectors are kept in order
 # per thread, the last requests' pages: two, for requests whose budgets keep different recent turns out of the pool
@@ -112,36 +114,61 @@ class Relevance(Mapping[str, float]):
 
 
 SPARE_ROWS = 256  # rows of room a thread's matrix of page vectors gets to grow into: a quarter of its rows, at least this
+EXACT_PAGES = 256  # the pages whose cosine the int8 scan's best are scored again as the vectors are kept (see Aligned)
+_I8 = 127.0  # the largest magnitude of an int8 row
+
+
+def _quantized(rows: npt.NDArray[np.floating[Any]]) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float32]]:
+    """``rows`` as int8, each row scaled so that its largest magnitude is 127, and each row's scale back."""
+    scales = np.maximum(np.abs(rows).max(axis=1), np.float32(1e-12)).astype(np.float32) / np.float32(_I8)
+    return np.rint(rows / scales[:, None]).astype(np.int8), scales
 
 
 @dataclass
 class _Spare:
-    """A matrix of page vectors with room to grow: its first ``used`` rows are some `Aligned`'s rows."""
+    """Stacked rows with room to grow: the first ``used`` rows and ``pages`` vectors are some `Aligned`'s."""
 
-    data: npt.NDArray[np.float16]
+    data: npt.NDArray[np.int8]
+    scales: npt.NDArray[np.float32]
+    vectors: list[npt.NDArray[np.float16]]
     used: int
 
 
 @dataclass(frozen=True)
 class Aligned:
-    """A thread's page vectors in page order, stacked once (as :data:`ROW_TYPE`): one matrix product scores them
-    all against a query. A page with the user's sentences embedded too (gateway.service.ingest) has several rows
-    and matches on the best of them; a page without a vector scores 0."""
+    """A thread's page vectors in page order, stacked once: one matrix product scores them all against a query. A
+    page with the user's sentences embedded too (gateway.service.ingest) has several rows and matches on the best of
+    them; a page without a vector scores 0.
+
+    The stack is int8 (each row scaled to its largest magnitude): a long thread's questions about the user read
+    ~3.4 rows a page, and that read was the cost of a request's scoring (40,949 rows at 10,000 exchanges: 31 MB as
+    float16, ~2 ms; 16 MB as int8, ~0.6 ms). int8 moves a cosine by up to ~2.5e-3, enough to reorder pages of close
+    cosines, so the :data:`EXACT_PAGES` best pages of that scan are scored again from their vectors as kept
+    (:data:`ROW_TYPE`, the cosines the stack gave before it was int8): the pages a context is chosen among rank as
+    they did, and the rest, which add to a query only through the thread's median (`_above_typical`), by a cosine
+    within that error."""
 
     ids: tuple[str, ...]
-    rows: npt.NDArray[np.float16]  # every vector's rows, page after page
+    rows: npt.NDArray[np.int8]  # every vector's rows, page after page
+    scales: npt.NDArray[np.float32]  # each row's scale (its value = its int8 times this)
+    # the vectors of the pages that have rows, in order, as kept: the first len(starts) of this list, which a pool
+    # grown from this one may have extended (see `extended`)
+    vectors: list[npt.NDArray[np.float16]]
     starts: npt.NDArray[np.intp]  # the first row of each page that has rows
     has: npt.NDArray[np.bool_]  # which pages have rows
-    # the matrix ``rows`` is the start of, with room to grow (see `extended`); None: rows is a matrix of its own
+    # the stack ``rows`` is the start of, with room to grow (see `extended`); None: rows is a matrix of its own
     spare: _Spare | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def of(cls, ids: tuple[str, ...], vectors: Sequence[npt.NDArray[np.float32] | npt.NDArray[np.float16] | None]) -> Aligned:
-        present = [v.reshape(1, -1) if v.ndim == 1 else v for v in vectors if v is not None]
+        present = [(v.reshape(1, -1) if v.ndim == 1 else v).astype(ROW_TYPE, copy=False) for v in vectors if v is not None]
         sizes = [len(v) for v in present]
         starts = np.cumsum([0, *sizes[:-1]], dtype=np.intp)
-        rows = np.vstack(present, dtype=ROW_TYPE) if present else np.zeros((0, 0), dtype=ROW_TYPE)
-        return cls(ids, rows, starts, np.array([v is not None for v in vectors], dtype=bool))
+        if present:
+            rows, scales = _quantized(np.vstack(present, dtype=np.float32))
+        else:
+            rows, scales = np.zeros((0, 0), dtype=np.int8), np.zeros(0, dtype=np.float32)
+        return cls(ids, rows, scales, present, starts, np.array([v is not None for v in vectors], dtype=bool))
 
     def extended(self, ids: tuple[str, ...], vectors: Sequence[npt.NDArray[np.float32] | npt.NDArray[np.float16] | None]) -> Aligned:
         """These pages and then ``ids[len(self.ids):]`` (whose ``vectors`` are given): a chat's next request, whose
@@ -149,27 +176,40 @@ class Aligned:
         more = Aligned.of(ids[len(self.ids) :], vectors)
         has = np.concatenate((self.has, more.has))
         if not len(more.rows):
-            return Aligned(ids, self.rows, self.starts, has, self.spare)
+            return Aligned(ids, self.rows, self.scales, self.vectors, self.starts, has, self.spare)
         if not len(self.rows):
-            return Aligned(ids, more.rows, more.starts, has)
+            return Aligned(ids, more.rows, more.scales, more.vectors, more.starts, has)
         starts = np.concatenate((self.starts, more.starts + len(self.rows)))
-        used, added = len(self.rows), len(more.rows)
+        used, added, pages = len(self.rows), len(more.rows), len(self.starts)
         spare = self.spare
         # The rows go into the room after this matrix when no other extension of it took that room (two pools of a
         # thread may grow from one matrix): a chat's request then copies its new rows, not the whole thread's.
-        if spare is None or spare.used != used or spare.data.shape[0] < used + added or spare.data.dtype != more.rows.dtype:
-            spare = _Spare(np.empty((used + added + max((used + added) // 4, SPARE_ROWS), self.rows.shape[1]), dtype=more.rows.dtype), used)
-            spare.data[:used] = self.rows
-        spare.data[used : used + added] = more.rows
+        if spare is None or spare.used != used or len(spare.vectors) != pages or spare.data.shape[0] < used + added:
+            room = used + added + max((used + added) // 4, SPARE_ROWS)
+            spare = _Spare(np.empty((room, self.rows.shape[1]), dtype=np.int8), np.empty(room, dtype=np.float32), self.vectors[:pages], used)
+            spare.data[:used], spare.scales[:used] = self.rows, self.scales
+        spare.data[used : used + added], spare.scales[used : used + added] = more.rows, more.scales
+        spare.vectors.extend(more.vectors)
         spare.used = used + added
-        return Aligned(ids, spare.data[: used + added], starts, has, spare)
+        return Aligned(ids, spare.data[: used + added], spare.scales[: used + added], spare.vectors, starts, has, spare)
 
     def cosines(self, query: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
-        """Each page's best row's dot with ``query`` (a cosine: the vectors are unit length), 0 for one without rows."""
+        """Each page's best row's dot with ``query`` (a cosine: the vectors are unit length), 0 for one without rows:
+        the int8 stack's, the best :data:`EXACT_PAGES` pages' again from their vectors as kept."""
         scores = np.zeros(len(self.ids))
-        if len(self.rows):
-            dots = np.asarray(simsimd.cdist(query.astype(ROW_TYPE).reshape(1, -1), self.rows, metric="dot"))[0]
-            scores[self.has] = np.maximum.reduceat(dots, self.starts)
+        if not len(self.rows):
+            return scores
+        scale = max(float(np.abs(query).max()), 1e-12) / _I8
+        small = np.rint(query / scale).astype(np.int8).reshape(1, -1)
+        dots = np.asarray(simsimd.cdist(small, self.rows, metric="dot", out_dtype="float32"))[0]
+        dots *= self.scales
+        best = np.maximum.reduceat(dots, self.starts).astype(np.float64) * scale
+        top = np.argpartition(best, -EXACT_PAGES)[-EXACT_PAGES:] if len(best) > EXACT_PAGES else np.arange(len(best))
+        again = [self.vectors[i] for i in top.tolist()]
+        sizes = np.fromiter(map(len, again), dtype=np.intp, count=len(again))
+        exact = np.asarray(simsimd.cdist(query.astype(ROW_TYPE).reshape(1, -1), np.vstack(again), metric="dot"))[0]
+        best[top] = np.maximum.reduceat(exact, np.cumsum(sizes) - sizes)
+        scores[self.has] = best
         return scores
 
 
