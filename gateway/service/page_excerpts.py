@@ -8,9 +8,10 @@ and across questions: counts are kept per tokenizer, by text.
 Both are bounded, least recently used out.
 
 A page a query reads is cut once for good: its units are written to the store (`write`, the thread's `units` hash),
-whether the query cut it or the process did as it stored the page (`prepare`), and a process that has not cut it (a restarted gateway; one whose memory let it go, a long thread having more pages than
-it keeps) reads them there (`read`) instead of counting and stemming its text again — on a long thread most of what a
-page costs the first time a query reads it.
+whether the query cut it or the process did as it stored the page (`prepare`), and a process that has not cut it (a
+restarted gateway; one whose memory let it go, a long thread having more pages than it keeps) reads them there
+(`read`) instead of counting and stemming its text again — on a long thread most of what a page costs the first time
+a query reads it.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Page vectors are kept in half precision (:data:`ROW_TYPE`), and a thread's are s
 scoring a query reads every row of a thread, ~3.4 rows a page on a long thread's questions about the user, and that
 read is the cost (40,949 rows of 384 values at 10,000 exchanges: 63 MB as float32, ~4.3 ms here; 31 MB as float16,
 ~2 ms with simsimd's SIMD kernels; 16 MB as int8, ~0.6 ms). The best pages of the int8 scan are scored again from
-their float16 vectors, so the pages a context is chosen among get the cosines float16 gave."""
+their float16 vectors: they get the cosines float16 gave."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ class Relevance(Mapping[str, float]):
 
 SPARE_ROWS = 256  # rows of room a thread's matrix of page vectors gets to grow into: a quarter of its rows, at least this
 EXACT_PAGES = 256  # the pages whose cosine the int8 scan's best are scored again as the vectors are kept (see Aligned)
-_I8 = 127.0  # the largest magnitude of an int8 row
+_I8 = 127.0  # the magnitude a row's (or the query's) largest value is scaled to in int8
 
 
 def _quantized(rows: npt.NDArray[np.floating[Any]]) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float32]]:
@@ -126,7 +126,7 @@ def _quantized(rows: npt.NDArray[np.floating[Any]]) -> tuple[npt.NDArray[np.int8
 
 @dataclass
 class _Spare:
-    """Stacked rows with room to grow: the first ``used`` rows and ``pages`` vectors are some `Aligned`'s."""
+    """Stacked rows with room to grow: the first ``used`` rows and scales, and the first vectors, are some `Aligned`'s."""
 
     data: npt.NDArray[np.int8]
     scales: npt.NDArray[np.float32]
@@ -187,7 +187,8 @@ class Aligned:
         # thread may grow from one matrix): a chat's request then copies its new rows, not the whole thread's.
         if spare is None or spare.used != used or len(spare.vectors) != pages or spare.data.shape[0] < used + added:
             room = used + added + max((used + added) // 4, SPARE_ROWS)
-            spare = _Spare(np.empty((room, self.rows.shape[1]), dtype=np.int8), np.empty(room, dtype=np.float32), self.vectors[:pages], used)
+            spare = _Spare(np.empty((room, self.rows.shape[1]), dtype=np.int8), np.empty(room, dtype=np.float32),
+                           self.vectors[:pages], used)
             spare.data[:used], spare.scales[:used] = self.rows, self.scales
         spare.data[used : used + added], spare.scales[used : used + added] = more.rows, more.scales
         spare.vectors.extend(more.vectors)
