@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.core.lexical import _length_norms, bm25, drop_common_words, idf_weights, terms
-from gateway.adapters.manifests import Manifest
+from gateway.adapters.manifests import Manifest, NewPage, manifest_json
 from gateway.adapters.postings import Documents, Postings, length_norms
-from gateway.adapters.thread_cache import PageCache
+from gateway.adapters.thread_cache import ManifestCache, PageCache
 from gateway.core.pages import Page, PageType
 from gateway.service.router_arrays import bm25_array
 
@@ -161,15 +161,12 @@ def test_a_threads_postings_outlive_its_version_and_a_page_whose_counts_differ_i
 
 
 def test_a_manifest_is_parsed_again_only_when_its_stored_json_changes() -> None:
-    from gateway.adapters.manifests import NewPage, manifest_json
-    from gateway.adapters.thread_cache import ManifestCache
-
     page = Page("a1a1a1a1a1", PageType.ORIGINAL, datetime(2024, 5, 1, tzinfo=timezone.utc), "", "a first summary", (), 40)
     raw = manifest_json(NewPage(page, 5, 9, {"camera": 2, "lens": 1}))
     cache = ManifestCache()
     first = cache.get("t", "a1a1a1a1a1", raw)
     assert cache.get("t", "a1a1a1a1a1", "".join(list(raw))) is first  # the same JSON, read again (another string)
-    rewritten = manifest_json(NewPage(Page("a1a1a1a1a1", PageType.ORIGINAL, page.timestamp, "", "a later summary", (), 40), 5, 9, {"camera": 2, "lens": 1}))
+    rewritten = manifest_json(NewPage(page.with_manifest("a later summary", ()), 5, 9, {"camera": 2, "lens": 1}))
     again = cache.get("t", "a1a1a1a1a1", rewritten)
     assert again is not first and again.page.summary == "a later summary"
     assert cache.get("t", "b2b2b2b2b2", raw) is not first  # another page's key
