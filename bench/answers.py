@@ -302,7 +302,7 @@ def llama_server(url: str | None, threads: int, ctx: int) -> Iterator[str]:
     if url:
         yield url.rstrip("/")
         return
-    from tests.real_model.conftest import GGUF, TEMPLATE, _healthy, _server_binary, model_dir
+    from tests.real_model.conftest import GGUF, SERVER_FLAGS, TEMPLATE, _healthy, _server_binary, model_dir
     from tests.support.gateway_process import free_port
 
     directory = model_dir()
@@ -314,8 +314,8 @@ def llama_server(url: str | None, threads: int, ctx: int) -> Iterator[str]:
     log_file = open(Path(tempfile.gettempdir()) / f"answers-llama-{port}.log", "wb")
     process = subprocess.Popen(
         [str(binary), "-m", str(directory / GGUF), "--host", "127.0.0.1", "--port", str(port), "-a", ALIAS,
-         "-c", str(ctx), "-np", "1", "-t", str(threads), "--jinja", "--no-warmup", "--chat-template-file",
-         str(TEMPLATE)], stdout=log_file, stderr=subprocess.STDOUT)
+         "-c", str(ctx), "-np", "1", "-t", str(threads), *SERVER_FLAGS, "--chat-template-file", str(TEMPLATE)],
+        stdout=log_file, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 300
         while not _healthy(base):
