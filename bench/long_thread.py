@@ -18,7 +18,8 @@ client that starts using the gateway on an old conversation sends it, then:
   here (the client's JSON, which the gateway must decode whatever it does next);
 * **first token**: a few streamed paged requests, time to the first content chunk;
 * **memory**: Redis' ``used_memory`` growth and the sum of ``MEMORY USAGE`` of the thread's keys, per stored page;
-  the gateway's RSS after the questions;
+  the gateway's RSS after the questions, and per stored page over its RSS before the first request (after a
+  paged request on a short thread of its own has loaded what the paged path loads once);
 * **evidence recall** at 2k and 4k (``bench/baselines.py``'s rule: an evidence turn is kept when its whole text
   reaches the model) beside BM25 over ~256-token chunks of the same thread;
 * **the map** at 300 tokens: each question asked again, and how many of the thread's top-level topics (containers)
@@ -55,6 +56,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.baselines import COUNTER, Baselines, judge  # noqa: E402
+from bench.cpu_clock import cpu_seconds  # noqa: E402
 from bench.datasets import (LONGMEMEVAL_DATA, Conversation, Evidence, Question, Turn,  # noqa: E402
                             parse_longmemeval_date)
 from bench.evidence_recall import NAMED_ID, leaf_paths  # noqa: E402
@@ -173,6 +175,7 @@ class Step:
     redis_used_per_page: float = 0.0  # bytes
     redis_keys_per_page: float = 0.0  # bytes
     rss_mb: float = 0.0
+    rss_start_mb: float = 0.0  # before the first request (0: not measured, a run before it was)
     recall: dict[str, float] = field(default_factory=dict)  # "gateway@2000", "bm25@2000", ...
     # per question at MAP_BUDGET: the share of the thread's top-level topics (containers) its context names, by an
     # entry of the map or a page of the topic shown (DESIGN §2 step 8: whatever the budget)
@@ -190,11 +193,6 @@ def quantile(values: Sequence[float], q: float) -> float:
         return 0.0
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
-
-
-def _cpu(proc: Any) -> float:
-    t = proc.cpu_times()
-    return float(t.user + t.system)
 
 
 class Gateway:
@@ -233,10 +231,10 @@ class Gateway:
     def post(self, body: bytes, headers: Mapping[str, str]) -> tuple[Any, float, float]:
         """The response, its wall time and the gateway's CPU for it (seconds)."""
         self.fake.reset()
-        cpu0, t0 = _cpu(self.proc), time.perf_counter()
+        cpu0, t0 = cpu_seconds(self.proc), time.perf_counter()
         resp = self.client.post(self.url, content=body, headers={"content-type": "application/json", **headers})
         wall = time.perf_counter() - t0
-        return resp, wall, _cpu(self.proc) - cpu0
+        return resp, wall, cpu_seconds(self.proc) - cpu0
 
     def first_token(self, body: bytes, headers: Mapping[str, str]) -> float:
         self.fake.reset()
@@ -257,6 +255,19 @@ class Gateway:
                 paths = leaf_paths([root])  # every leaf below it, with the containers between
                 topics.append(set(paths).union(*paths.values()))
         return topics
+
+    def warm(self, headers: Mapping[str, str]) -> None:
+        """A paged request on a short thread of its own, its background work drained: the embedding model and what
+        the paged path loads once are in the process before the step's thread, whose pages the RSS per page counts."""
+        short = [{"role": role, "content": f"{n}: " + "A few words about the weather and the garden today. " * 20}
+                 for n in range(6) for role in ("user", "assistant")]
+        warm = {**headers, "X-PCP-Thread": "warm-up", "X-PCP-Budget": "300"}
+        resp, _, _ = self.post(body_of(json.dumps(short)[1:-1].encode(), "What did we say about the garden?"), warm)
+        if resp.status_code != 200:
+            raise SystemExit(f"the warm-up request failed: {resp.status_code} {resp.text[:300]}")
+        log(f"warm-up: {resp.headers.get('x-pcp-form')}, pages {resp.headers.get('x-pcp-pages')}, RSS {self.proc.memory_info().rss / 2**20:.0f} MB")
+        self.pending("warm-up", warm)
+        self.wait_idle(self.proc, timeout=600)
 
     def pending(self, thread: str, headers: Mapping[str, str]) -> None:
         deadline = time.monotonic() + PENDING_WAIT_S
@@ -283,6 +294,12 @@ class Gateway:
         return time.perf_counter() - t0
 
 
+def rss_per_page(step: Step) -> str:
+    """`` (KB)``: the gateway's RSS gained since before the step's first request (after `Gateway.warm`), per stored
+    page; empty if not measured."""
+    return f" ({(step.rss_mb - step.rss_start_mb) * 1024 / step.pages:.0f})" if step.rss_start_mb and step.pages else ""
+
+
 def redis_memory(redis: Any, thread: str) -> tuple[int, int]:
     """Redis' used_memory, and the sum of MEMORY USAGE over the thread's keys."""
     used = int(redis.info("memory")["used_memory"])
@@ -306,7 +323,9 @@ def measure_step(target: int, items: Sequence[Mapping[str, Any]], args: argparse
     with ExitStack() as stack:
         gw = Gateway(stack, args.quick)
         redis = gw.redis()
+        gw.warm(headers)
         used0 = redis_memory(redis, thread)[0] if redis is not None else 0
+        step.rss_start_mb = gw.proc.memory_info().rss / 2**20
         # the first request carries the whole thread
         first = body_of(history_json, "Hello again! Where were we?")
         resp, wall, cpu = gw.post(first, {**headers, "X-PCP-Time": conv.sessions[-1][0].isoformat()})
@@ -370,7 +389,7 @@ def measure_step(target: int, items: Sequence[Mapping[str, Any]], args: argparse
 
 HEAD = ("| exchanges | tokens | pages | ingest, first request: exchanges/s (tokens/s) | its CPU s | background drain s "
         "| import exchanges/s | paged request CPU ms p50 / p95 | JSON decoding ms | wall ms p50 / p95 | first token ms p50 "
-        "| Redis per page, KB (keys / used_memory) | gateway RSS MB | recall @2k: gateway / BM25 chunks | recall @4k "
+        "| Redis per page, KB (keys / used_memory) | gateway RSS MB (KB per page) | recall @2k: gateway / BM25 chunks | recall @4k "
         f"| top-level topics named at {MAP_BUDGET} tokens |")
 
 
@@ -381,7 +400,7 @@ def row_text(s: Step) -> str:
             f"| {s.ingest_cpu_s:.1f} | {s.drain_s:.0f} | {imported} "
             f"| {quantile(s.cpu_ms, 0.5):.0f} / {quantile(s.cpu_ms, 0.95):.0f} | {quantile(s.decode_ms, 0.5):.0f} "
             f"| {quantile(s.wall_ms, 0.5):.0f} / {quantile(s.wall_ms, 0.95):.0f} | {quantile(s.first_token_ms, 0.5):.0f} "
-            f"| {s.redis_keys_per_page / 1024:.1f} / {s.redis_used_per_page / 1024:.1f} | {s.rss_mb:.0f} "
+            f"| {s.redis_keys_per_page / 1024:.1f} / {s.redis_used_per_page / 1024:.1f} | {s.rss_mb:.0f}{rss_per_page(s)} "
             f"| {s.recall.get('gateway@2000', 0):.3f} / {s.recall.get('bm25@2000', 0):.3f} "
             f"| {s.recall.get('gateway@4000', 0):.3f} / {s.recall.get('bm25@4000', 0):.3f} "
             f"| {named} |")
@@ -431,16 +450,23 @@ def section(steps: Sequence[Step], meta: str, before: Sequence[Step] = (), befor
     return "\n".join(lines)
 
 
+def memory(step: Step) -> str:
+    """``, the gateway ... KB per page``: its RSS gained over the step's pages, where measured."""
+    if not (step.rss_start_mb and step.pages):
+        return ""
+    return f", the gateway process {(step.rss_mb - step.rss_start_mb) * 1024 / step.pages:.0f} KB ({step.rss_mb:,.0f} MB in all)"
+
+
 def summary(steps: Sequence[Step]) -> str:
     small, large = steps[0], steps[-1]
     growth = quantile(large.cpu_ms, 0.5) / max(quantile(small.cpu_ms, 0.5), 1e-9)
     return (f"On one thread of {large.exchanges:,} exchanges ({large.tokens:,} tokens), a paged request costs "
-            f"{quantile(large.cpu_ms, 0.5):.0f} ms of gateway CPU (p50, read in 10 ms ticks), {growth:.1f}× the "
+            f"{quantile(large.cpu_ms, 0.5):.0f} ms of gateway CPU (p50, from its CPU-time clock), {growth:.2f}× the "
             f"{quantile(small.cpu_ms, 0.5):.0f} ms at {small.exchanges:,} exchanges (`json.loads` of its whole body takes "
             f"{quantile(large.decode_ms, 0.5):.0f} ms here; the gateway reads a body on from the thread's last one, "
             f"[0026](decisions/0026-a-body-read-on-from-the-last.md)); evidence recall at 4k "
             f"{large.recall.get('gateway@4000', 0):.3f} against {large.recall.get('bm25@4000', 0):.3f} for BM25 chunks; "
-            f"Redis holds {large.redis_keys_per_page / 1024:.1f} KB per page. The table and plot: "
+            f"Redis holds {large.redis_keys_per_page / 1024:.1f} KB per page{memory(large)}. The table and plot: "
             f"[benchmark results](benchmark-results.md#a-year-of-conversation-one-long-thread).")
 
 

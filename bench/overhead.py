@@ -26,7 +26,7 @@ question each request):
   the run then lands on a round of each target, not on one target's cell; a cell's CPU is its median round's).
 
 For each: CPU ms per request (user + sys of the whole process group: the gateway with its embedded Redis, the
-proxy with its workers), p50/p95 latency and requests/s of sequential requests, requests/s at concurrency 32,
+proxy with its workers; each process's CPU-time clock, `bench.cpu_clock`), p50/p95 latency and requests/s of sequential requests, requests/s at concurrency 32,
 the p50 time to the first streamed content token, and the process group's resident memory (RSS). Ratios to
 the LiteLLM proxy are printed; ``--write-docs`` rewrites the marked section of ``docs/benchmark-results.md`` and the
 plot ``docs/overhead.png`` (which ``docs/benchmarks.md`` shows too).
@@ -68,6 +68,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.cpu_clock import cpu_seconds  # noqa: E402
 from bench.request_cpu import history, question, wait_idle  # noqa: E402
 from tests.support.gateway_process import free_port, gateway_config  # noqa: E402
 
@@ -116,9 +117,9 @@ def group_cpu(proc: psutil.Process) -> float:
     for p in group(proc):
         try:
             t = p.cpu_times()
+            total += cpu_seconds(p) + t.children_user + t.children_system
         except psutil.Error:
             continue
-        total += t.user + t.system + t.children_user + t.children_system
     return total
 
 

@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.cpu_clock import cpu_seconds
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway_process import GatewayProcess, gateway_config
 
@@ -135,10 +136,9 @@ def _cpu_seconds(proc: psutil.Process | None) -> float:
     if proc is None:
         return 0.0
     try:
-        t = proc.cpu_times()
+        return cpu_seconds(proc)
     except psutil.Error:
         return 0.0
-    return float(t.user + t.system)
 
 
 def wait_idle(proc: psutil.Process, *, window: float = 0.5, max_share: float = 0.03, timeout: float = 180.0) -> float:

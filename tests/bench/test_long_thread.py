@@ -76,14 +76,16 @@ def step(exchanges: int, cpu: float) -> Step:
 
 def test_the_report_writes_its_sections_and_plot(tmp_path: Path) -> None:
     steps = [step(600, 30.0), step(10_000, 40.0)]
+    steps[1].rss_start_mb = 300.0  # 100 MB over 10,010 pages; the first step's start was not measured
     assert "| 10,000 | 4,000,000 |" in table(steps) and table(steps).count("| 8.0 of 9 |") == 2
+    assert "| 400 |" in table(steps) and "| 400 (10) |" in table(steps)
     docs, summary, plot = tmp_path / "results.md", tmp_path / "benchmarks.md", tmp_path / "long.png"
     docs.write_text("# x\n" + "\n".join(MARKERS) + "\n", encoding="utf-8")
     summary.write_text("# y\n" + "\n".join(SUMMARY_MARKERS) + "\nafter\n", encoding="utf-8")
     write_docs(steps, "Measured here.", docs, summary, plot)
     assert "| 600 |" in docs.read_text() and "Measured here." in docs.read_text()
     text = summary.read_text()
-    assert "10,000 exchanges" in text and "1.3×" in text and text.endswith("after\n")
+    assert "10,000 exchanges" in text and "1.31×" in text and "the gateway process 10 KB (400 MB in all)" in text and text.endswith("after\n")
     assert plot.stat().st_size > 5_000
 
 
@@ -94,6 +96,6 @@ def test_quick_mode_measures_two_small_steps_through_the_gateway(tmp_path: Path)
     steps = [Step(**record) for record in json.loads(out.read_text())]
     assert [s.exchanges >= size for s, size in zip(steps, long_thread.QUICK_STEPS)] == [True, True]
     for s in steps:
-        assert s.pages >= s.exchanges and s.cpu_ms and s.first_token_ms and not s.errors
+        assert s.pages >= s.exchanges and s.cpu_ms and s.first_token_ms and not s.errors and 0 < s.rss_start_mb < s.rss_mb
         assert 0.0 <= s.recall["gateway@4000"] <= 1.0 and s.redis_keys_per_page > 0
         assert all(0.0 <= n <= 1.0 for n in s.map_named) and len(s.map_named) in (0, s.questions)
