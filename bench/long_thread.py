@@ -15,7 +15,8 @@ client that starts using the gateway on an old conversation sends it, then:
   same thread through ``pcp-gateway import`` (one request per session, dated) into another thread;
 * **per paged request**: the gateway process's CPU (user+sys, all threads: ``bench/request_cpu.py``'s measure) and
   the client's wall time of each question request, p50 / p95, beside what ``json.loads`` of the same body takes
-  here (the client's JSON, which the gateway must decode whatever it does next);
+  here (the client's JSON, which the gateway must decode whatever it does next) and the gateway's CPU for that body
+  refused once read and parsed (``"n": 0`` after its messages: receiving and parsing it alone, on from the last);
 * **first token**: a few streamed paged requests, time to the first content chunk;
 * **memory**: Redis' ``used_memory`` growth and the sum of ``MEMORY USAGE`` of the thread's keys, per stored page;
   the gateway's RSS after the questions, and per stored page over its RSS before the first request (after a
@@ -154,6 +155,12 @@ def body_of(history_json: bytes, question: str, stream: bool = False) -> bytes:
     return head + b', "messages": [' + history_json + (b", " if history_json else b"") + ask + b"]}"
 
 
+def refused_body(body: bytes) -> bytes:
+    """``body`` with ``"n": 0`` after its messages: the gateway reads and parses it as it does ``body`` (on from the
+    thread's last body: the first bytes are the same), then refuses it (400) before any work on the thread."""
+    return body[:-1] + b', "n": 0}'
+
+
 # --- measurement ------------------------------------------------------------------------------------------
 
 
@@ -171,6 +178,7 @@ class Step:
     cpu_ms: list[float] = field(default_factory=list)  # per question request
     wall_ms: list[float] = field(default_factory=list)
     decode_ms: list[float] = field(default_factory=list)
+    read_ms: list[float] = field(default_factory=list)  # the gateway's CPU for the same body refused once parsed
     first_token_ms: list[float] = field(default_factory=list)
     redis_used_per_page: float = 0.0  # bytes
     redis_keys_per_page: float = 0.0  # bytes
@@ -294,6 +302,11 @@ class Gateway:
         return time.perf_counter() - t0
 
 
+def read_text(step: Step) -> str:
+    """``R / ``: the p50 of the gateway's CPU for the step's bodies refused once parsed; ``— / `` where not measured."""
+    return f"{quantile(step.read_ms, 0.5):.0f} / " if step.read_ms else "— / "
+
+
 def rss_per_page(step: Step) -> str:
     """`` (KB)``: the gateway's RSS gained since before the step's first request (after `Gateway.warm`), per stored
     page; empty if not measured."""
@@ -340,6 +353,11 @@ def measure_step(target: int, items: Sequence[Mapping[str, Any]], args: argparse
             f"background drained in {step.drain_s:.1f}s")
         baselines = Baselines(conv)
         for q in conv.questions:
+            resp, _, cpu = gw.post(refused_body(body_of(history_json, q.text)), {**headers, "X-PCP-Time": when})
+            if resp.status_code == 400:
+                step.read_ms.append(cpu * 1000)
+            else:
+                step.errors.append(f"the refused body got {resp.status_code}: {resp.text[:200]}")
             for budget in BUDGETS:
                 body = body_of(history_json, q.text)
                 t1 = time.perf_counter()
@@ -388,7 +406,7 @@ def measure_step(target: int, items: Sequence[Mapping[str, Any]], args: argparse
 # --- report -----------------------------------------------------------------------------------------------
 
 HEAD = ("| exchanges | tokens | pages | ingest, first request: exchanges/s (tokens/s) | its CPU s | background drain s "
-        "| import exchanges/s | paged request CPU ms p50 / p95 | JSON decoding ms | wall ms p50 / p95 | first token ms p50 "
+        "| import exchanges/s | paged request CPU ms p50 / p95 | the body, ms: the gateway reading it / json.loads | wall ms p50 / p95 | first token ms p50 "
         "| Redis per page, KB (keys / used_memory) | gateway RSS MB (KB per page) | recall @2k: gateway / BM25 chunks | recall @4k "
         f"| top-level topics named at {MAP_BUDGET} tokens |")
 
@@ -398,7 +416,7 @@ def row_text(s: Step) -> str:
     named = f"{statistics.mean(s.map_named) * s.map_topics:.1f} of {s.map_topics}" if s.map_named else "—"
     return (f"| {s.exchanges:,} | {s.tokens:,} | {s.pages:,} | {s.rate:.0f} ({s.tokens / max(s.ingest_s, 1e-9):,.0f}) "
             f"| {s.ingest_cpu_s:.1f} | {s.drain_s:.0f} | {imported} "
-            f"| {quantile(s.cpu_ms, 0.5):.0f} / {quantile(s.cpu_ms, 0.95):.0f} | {quantile(s.decode_ms, 0.5):.0f} "
+            f"| {quantile(s.cpu_ms, 0.5):.0f} / {quantile(s.cpu_ms, 0.95):.0f} | {read_text(s)}{quantile(s.decode_ms, 0.5):.0f} "
             f"| {quantile(s.wall_ms, 0.5):.0f} / {quantile(s.wall_ms, 0.95):.0f} | {quantile(s.first_token_ms, 0.5):.0f} "
             f"| {s.redis_keys_per_page / 1024:.1f} / {s.redis_used_per_page / 1024:.1f} | {s.rss_mb:.0f}{rss_per_page(s)} "
             f"| {s.recall.get('gateway@2000', 0):.3f} / {s.recall.get('bm25@2000', 0):.3f} "
@@ -420,7 +438,9 @@ def plot(steps: Sequence[Step], path: Path) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     ax = axes[0]
     ax.plot(x, [quantile(s.cpu_ms, 0.5) for s in steps], "o-", label="paged request CPU p50")
-    ax.plot(x, [quantile(s.decode_ms, 0.5) for s in steps], "s--", label="of which JSON decoding (est.)")
+    ax.plot(x, [quantile(s.decode_ms, 0.5) for s in steps], "s--", label="json.loads of the body (est.)")
+    if all(s.read_ms for s in steps):
+        ax.plot(x, [quantile(s.read_ms, 0.5) for s in steps], "^:", label="the gateway reading the body")
     ax.set_ylabel("ms per request")
     ax.set_title("CPU per paged request")
     ax.legend(fontsize=8)
@@ -460,9 +480,14 @@ def memory(step: Step) -> str:
 def summary(steps: Sequence[Step]) -> str:
     small, large = steps[0], steps[-1]
     growth = quantile(large.cpu_ms, 0.5) / max(quantile(small.cpu_ms, 0.5), 1e-9)
+    past = ""
+    if small.read_ms and large.read_ms:
+        beyond = [quantile(s.cpu_ms, 0.5) - quantile(s.read_ms, 0.5) for s in (small, large)]
+        past = (f", {beyond[1] / max(beyond[0], 1e-9):.2f}× past reading the body ({quantile(large.read_ms, 0.5):.0f} and "
+                f"{quantile(small.read_ms, 0.5):.0f} ms: the same body refused once parsed)")
     return (f"On one thread of {large.exchanges:,} exchanges ({large.tokens:,} tokens), a paged request costs "
             f"{quantile(large.cpu_ms, 0.5):.0f} ms of gateway CPU (p50, from its CPU-time clock), {growth:.2f}× the "
-            f"{quantile(small.cpu_ms, 0.5):.0f} ms at {small.exchanges:,} exchanges (`json.loads` of its whole body takes "
+            f"{quantile(small.cpu_ms, 0.5):.0f} ms at {small.exchanges:,} exchanges{past} (`json.loads` of its whole body takes "
             f"{quantile(large.decode_ms, 0.5):.0f} ms here; the gateway reads a body on from the thread's last one, "
             f"[0026](decisions/0026-a-body-read-on-from-the-last.md)); evidence recall at 4k "
             f"{large.recall.get('gateway@4000', 0):.3f} against {large.recall.get('bm25@4000', 0):.3f} for BM25 chunks; "

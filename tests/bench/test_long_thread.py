@@ -68,7 +68,7 @@ def test_a_body_is_the_history_and_the_question() -> None:
 def step(exchanges: int, cpu: float) -> Step:
     return Step(exchanges, 2 * exchanges, 400 * exchanges, pages=exchanges + 10, questions=3, ingest_s=10.0,
                 ingest_cpu_s=8.0, drain_s=2.0, cpu_ms=[cpu, cpu + 2, cpu + 10], wall_ms=[50.0, 60.0, 70.0],
-                decode_ms=[1.0, 2.0, 3.0], first_token_ms=[40.0], redis_used_per_page=9000.0,
+                decode_ms=[1.0, 2.0, 3.0], read_ms=[cpu / 10, cpu / 10], first_token_ms=[40.0], redis_used_per_page=9000.0,
                 redis_keys_per_page=8000.0, rss_mb=400.0,
                 recall={"gateway@2000": 0.9, "bm25@2000": 0.6, "gateway@4000": 1.0, "bm25@4000": 0.7},
                 map_named=[1.0, 2 / 3, 1.0], map_topics=9)
@@ -85,7 +85,8 @@ def test_the_report_writes_its_sections_and_plot(tmp_path: Path) -> None:
     write_docs(steps, "Measured here.", docs, summary, plot)
     assert "| 600 |" in docs.read_text() and "Measured here." in docs.read_text()
     text = summary.read_text()
-    assert "10,000 exchanges" in text and "1.31×" in text and "the gateway process 10 KB (400 MB in all)" in text and text.endswith("after\n")
+    assert "10,000 exchanges" in text and "1.31×" in text and "the gateway process 10 KB (400 MB in all)" in text
+    assert "1.31× past reading the body (4 and 3 ms" in text and "| 3 / 2 |" in table(steps) and text.endswith("after\n")
     assert plot.stat().st_size > 5_000
 
 
@@ -96,6 +97,7 @@ def test_quick_mode_measures_two_small_steps_through_the_gateway(tmp_path: Path)
     steps = [Step(**record) for record in json.loads(out.read_text())]
     assert [s.exchanges >= size for s, size in zip(steps, long_thread.QUICK_STEPS)] == [True, True]
     for s in steps:
-        assert s.pages >= s.exchanges and s.cpu_ms and s.first_token_ms and not s.errors and 0 < s.rss_start_mb < s.rss_mb
+        assert s.pages >= s.exchanges and s.cpu_ms and s.first_token_ms and not s.errors and s.rss_start_mb > 0 and s.rss_mb > 0
+        assert len(s.read_ms) == s.questions  # each question's body refused once parsed (400), its CPU kept
         assert 0.0 <= s.recall["gateway@4000"] <= 1.0 and s.redis_keys_per_page > 0
         assert all(0.0 <= n <= 1.0 for n in s.map_named) and len(s.map_named) in (0, s.questions)
