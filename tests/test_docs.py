@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from bench import answers, evidence_recall, long_thread, overhead, recall_plot
+from bench import answers, evidence_recall, long_thread_report, overhead, recall_plot
 from bench.recall_report import SECTION_MARKERS, SUMMARY_MARKERS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,5 +121,5 @@ def test_the_benchmark_pages_hold_every_marker_the_benchmarks_write() -> None:
     assert all(overhead.DOCS.read_text(encoding="utf-8").count(marker) == 1 for marker in overhead.MARKERS)
     assert all(answers.DOCS.read_text(encoding="utf-8").count(marker) == 1 for marker in answers.MARKERS)
     assert recall_plot.PLOT.exists() and overhead.PLOT.exists()
-    assert all(long_thread.DOCS.read_text(encoding="utf-8").count(marker) == 1 for marker in long_thread.MARKERS)
-    assert all(long_thread.SUMMARY_DOCS.read_text(encoding="utf-8").count(marker) == 1 for marker in long_thread.SUMMARY_MARKERS)
+    assert all(long_thread_report.DOCS.read_text(encoding="utf-8").count(marker) == 1 for marker in long_thread_report.MARKERS)
+    assert all(long_thread_report.SUMMARY_DOCS.read_text(encoding="utf-8").count(marker) == 1 for marker in long_thread_report.SUMMARY_MARKERS)

@@ -11,7 +11,8 @@ import pytest
 
 from bench import long_thread
 from bench.datasets import LONGMEMEVAL_DATA
-from bench.long_thread import MARKERS, SUMMARY_MARKERS, Step, body_of, build_thread, messages_of, table, write_docs
+from bench.long_thread import body_of, build_thread, messages_of
+from bench.long_thread_report import MARKERS, SUMMARY_MARKERS, Step, table, write_docs
 
 
 def session(tag: str, exchanges: int, answer: bool = False) -> list[dict[str, Any]]:
