@@ -153,7 +153,8 @@ def summary(steps: Sequence[Step]) -> str:
                 f"{quantile(small.read_ms, 0.5):.0f} ms: the same body refused once parsed)")
     return (f"On one thread of {large.exchanges:,} exchanges ({large.tokens:,} tokens), a paged request costs "
             f"{quantile(large.cpu_ms, 0.5):.0f} ms of gateway CPU (p50, from its CPU-time clock), {growth:.2f}× the "
-            f"{quantile(small.cpu_ms, 0.5):.0f} ms at {small.exchanges:,} exchanges{past} (`json.loads` of its whole body takes "
+            f"{quantile(small.cpu_ms, 0.5):.0f} ms at {small.exchanges:,} exchanges ({len(small.cpu_ms)} requests){past} (`json.loads` of "
+            f"its whole body takes "
             f"{quantile(large.decode_ms, 0.5):.0f} ms here; the gateway reads a body on from the thread's last one, "
             f"[0026](decisions/0026-a-body-read-on-from-the-last.md)); evidence recall at 4k "
             f"{large.recall.get('gateway@4000', 0):.3f} against {large.recall.get('bm25@4000', 0):.3f} for BM25 chunks; "
