@@ -47,6 +47,12 @@ class Step:
     errors: list[str] = field(default_factory=list)
 
     @property
+    def rss_kb_per_page(self) -> float | None:
+        """The gateway's RSS gained since before the first request (after `Gateway.warm`), per stored page; None
+        where not measured."""
+        return (self.rss_mb - self.rss_start_mb) * 1024 / self.pages if self.rss_start_mb and self.pages else None
+
+    @property
     def rate(self) -> float:
         return self.exchanges / self.ingest_s if self.ingest_s else 0.0
 
@@ -64,9 +70,9 @@ def read_text(step: Step) -> str:
 
 
 def rss_per_page(step: Step) -> str:
-    """`` (KB)``: the gateway's RSS gained since before the step's first request (after `Gateway.warm`), per stored
-    page; empty if not measured."""
-    return f" ({(step.rss_mb - step.rss_start_mb) * 1024 / step.pages:.0f})" if step.rss_start_mb and step.pages else ""
+    """`` (KB)``: `Step.rss_kb_per_page`; empty if not measured."""
+    per_page = step.rss_kb_per_page
+    return f" ({per_page:.0f})" if per_page is not None else ""
 
 
 # --- report -----------------------------------------------------------------------------------------------
@@ -138,9 +144,8 @@ def section(steps: Sequence[Step], meta: str, before: Sequence[Step] = (), befor
 
 def memory(step: Step) -> str:
     """``, the gateway ... KB per page``: its RSS gained over the step's pages, where measured."""
-    if not (step.rss_start_mb and step.pages):
-        return ""
-    return f", the gateway process {(step.rss_mb - step.rss_start_mb) * 1024 / step.pages:.0f} KB ({step.rss_mb:,.0f} MB in all)"
+    per_page = step.rss_kb_per_page
+    return f", the gateway process {per_page:.0f} KB ({step.rss_mb:,.0f} MB in all)" if per_page is not None else ""
 
 
 def summary(steps: Sequence[Step]) -> str:
